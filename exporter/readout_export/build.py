@@ -1,0 +1,190 @@
+"""`readout-export build`: manifest -> verified artifact directory, written atomically.
+
+The artifact is assembled in a hidden staging directory beside ``output_dir`` and moved into place
+only after every file is written and the exported graph has been checked against eager PyTorch.
+A failed or interrupted build leaves no directory that looks like an artifact.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from readout_sdk.abi import family_spec, validate_record
+from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
+
+from readout_export.errors import BuildError, ManifestError
+from readout_export.manifest import load_manifest
+from readout_export.resolve import Plan, resolve
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BuildResult:
+    """What a build produced."""
+
+    output_dir: Path
+    record: dict[str, Any]
+    targets: list[dict[str, str]]
+    max_abs_error: float
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def validate(manifest_path: str | Path) -> Plan:
+    """Check a manifest against its model directory without building (no weights are loaded)."""
+    return resolve(load_manifest(manifest_path))
+
+
+def build(manifest_path: str | Path, force: bool = False, progress: Progress | None = None) -> BuildResult:
+    """Build the artifact a manifest describes; see the module docstring for the atomicity rules."""
+    say = progress or (lambda _msg: None)
+    start = time.monotonic()
+    plan = validate(manifest_path)
+    out = plan.output_dir
+    _check_destination(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    log: list[str] = []
+
+    def step(msg: str) -> None:
+        log.append(f"[{time.monotonic() - start:7.2f}s] {msg}")
+        say(msg)
+
+    try:
+        result = _build_into(plan, staging, step)
+        result.seconds = time.monotonic() - start
+        step(f"done in {result.seconds:.1f}s")
+        (staging / "build.log").write_text("\n".join(log) + "\n", encoding="utf-8")
+        _move_into_place(staging, out)
+        result.output_dir = out
+        return result
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_destination(out: Path, force: bool) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ManifestError("$.output_dir", f"{out} exists and is not a directory")
+    if not force:
+        raise ManifestError("$.output_dir", f"{out} already exists; pass --force to replace it")
+    if any(out.iterdir()) and not (out / ARTIFACT_FILE).is_file():
+        raise ManifestError("$.output_dir", f"{out} holds files but is not an artifact; refusing to replace it "
+                                            "even with --force")
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    """Swap the finished staging directory in; an old artifact is removed only after the swap."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _quiet_libraries() -> None:
+    """Silence progress bars and registration chatter that would drown the build's own progress."""
+    import logging
+
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    for name in ("torch.onnx", "torch.onnx._internal.exporter._registration", "torch.export"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _versions() -> dict[str, str]:
+    import onnx
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__}
+
+
+def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
+    import torch
+
+    from readout_export.graph import ReadoutGraph
+    from readout_export.loader import load_core, load_dense
+    from readout_export.onnx_export import check_export, example_inputs, export_onnx
+    from readout_export.record import build_record, weights_digest
+    from readout_export.tokenizer_io import load_tokenizer
+
+    _quiet_libraries()
+    for note in plan.notes:
+        step(f"note: {note}")
+    step(f"tokenizer: {plan.source.tokenizer_dir}")
+    tok = load_tokenizer(plan.source.tokenizer_dir, plan.max_length, plan.truncation_side, plan.truncation_strategy)
+    if plan.pooling and "cls" in plan.pooling and not tok.leading_special:
+        raise ManifestError("$.readout.pooling", "'cls' reads the special token the tokenizer puts first, but this "
+                                                 "tokenizer puts none there; use 'first_valid' or 'last_token'")
+    tok.backend.save(str(staging / "tokenizer.json"))
+    tok_sha = sha256_file(staging / "tokenizer.json")
+
+    step(f"loading {plan.family} model from {plan.source.transformer_dir}")
+    core, kinds = load_core(plan)
+    model_config = core.model.config
+    if plan.labels is not None and plan.family != "multiple_choice" and model_config.num_labels != len(plan.labels):
+        raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {model_config.num_labels} outputs")
+    dense = [load_dense(d) for d in plan.dense]
+    special = tok.all_special_ids
+    graph = ReadoutGraph(plan.family, core, kinds, special_ids=special, pooling=plan.pooling, rows=plan.rows,
+                         dense=dense, normalize=plan.normalize, uses_token_types=core.takes_token_types).eval()
+
+    inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types)
+    with torch.no_grad():
+        sample = graph(**inputs)
+    sample = sample if isinstance(sample, tuple) else (sample,)
+    spec = family_spec(plan.family)
+    out_dims = {}
+    for o, t in zip(spec.outputs, sample):
+        for axis, size in zip(o.axes, t.shape):
+            if axis not in ("batch", "sequence", "choices"):
+                out_dims[axis] = int(size)
+
+    weight_files = [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in plan.source.weight_files]
+    for d in plan.dense:
+        for p in sorted(d.path.glob("*")):
+            if p.name in ("model.safetensors", "pytorch_model.bin"):
+                weight_files.append((str(p.relative_to(plan.source.root)), sha256_file(p)))
+    head = type(core.model).__name__ if spec.name not in ("embedding", "late_interaction") else None
+    record = build_record(
+        plan, tok, width=int(model_config.hidden_size), out_dims=out_dims, token_types=core.takes_token_types,
+        architecture=type(getattr(core.model, "base_model", core.model)).__name__, head=head,
+        weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+        source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions())
+    validate_record(record)
+
+    targets = []
+    worst = 0.0
+    for t in plan.targets:
+        name = f"model.{t['format']}-{t['precision']}.onnx"
+        step(f"exporting {name} (opset {plan.opset})")
+        export_onnx(graph, inputs, staging / name, record, plan.opset, plan.max_length)
+        step(f"checking {name} against eager PyTorch")
+        worst = max(worst, check_export(graph, inputs, staging / name, [o.name for o in spec.outputs]))
+        targets.append({"format": t["format"], "precision": t["precision"], "file": name,
+                        "sha256": sha256_file(staging / name)})
+    meta = {
+        "abi": record,
+        "targets": targets,
+        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
+        "source": {"model": str(plan.source.root), "weights_sha256": record["provenance"]["weights_sha256"],
+                   "weights": [{"file": f, "sha256": s} for f, s in sorted(weight_files)]},
+        "build": {"manifest": plan.manifest.data, "notes": plan.notes,
+                  "example_max_abs_error": worst},
+    }
+    (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

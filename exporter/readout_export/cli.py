@@ -1,0 +1,117 @@
+"""The `readout-export` command: build, validate, inspect.
+
+Exit codes: 0 success, 2 bad manifest or usage, 1 build failure. No traceback unless --debug.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import asdict
+from typing import Any, Callable
+
+import click
+
+from readout_export.errors import ReadoutExportError
+
+
+def _run(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
+    """Call ``fn``; turn known errors into one line and the right exit code."""
+    try:
+        return fn()
+    except ReadoutExportError as e:
+        _fail(e.exit_code, str(e), as_json, debug)
+    except Exception as e:  # the artifact SDK's own errors and anything unexpected
+        from readout_sdk.artifact import ArtifactError
+
+        code = 2 if isinstance(e, (ArtifactError, FileNotFoundError)) else 1
+        _fail(code, f"{type(e).__name__}: {e}" if code == 1 else str(e), as_json, debug)
+
+
+def _fail(code: int, message: str, as_json: bool, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    if as_json:
+        click.echo(json.dumps({"ok": False, "error": message, "exit_code": code}))
+    else:
+        click.echo(f"error: {message}", err=True)
+        if code == 1 and not debug:
+            click.echo("(run with --debug for the traceback)", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="readout-export")
+def main() -> None:
+    """Export transformer encoders with their readout inside the graph (readout-abi/1)."""
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace an existing artifact at output_dir.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -> None:
+    """Build the artifact MANIFEST describes (one ONNX graph per target, readout inside)."""
+    from readout_export.build import build as do_build
+
+    def progress(msg: str) -> None:
+        if not quiet and not as_json:
+            click.echo(f"  {msg}", err=True)
+
+    result = _run(debug, as_json, lambda: do_build(manifest, force=force, progress=progress))
+    if as_json:
+        click.echo(json.dumps({"ok": True, "output_dir": str(result.output_dir), "targets": result.targets,
+                               "family": result.record["family"], "max_abs_error": result.max_abs_error,
+                               "seconds": round(result.seconds, 2), "notes": result.notes}))
+    elif not quiet:
+        click.echo(f"built {result.output_dir} ({result.record['family']}, "
+                   f"{', '.join(t['file'] for t in result.targets)}) in {result.seconds:.1f}s")
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the resolved plan as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def validate(manifest: str, as_json: bool, debug: bool) -> None:
+    """Check MANIFEST against its model directory without building anything."""
+    from readout_export.build import validate as do_validate
+
+    plan = _run(debug, as_json, lambda: do_validate(manifest))
+    summary = {"ok": True, "family": plan.family, "model": str(plan.source.root), "max_length": plan.max_length,
+               "pooling": plan.pooling, "rows": plan.rows, "normalize": plan.normalize,
+               "projection": [asdict(d) | {"path": str(d.path)} for d in plan.dense], "labels": plan.labels,
+               "thresholds": plan.thresholds, "score_type": plan.score_type, "targets": plan.targets,
+               "output_dir": str(plan.output_dir), "notes": plan.notes}
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(f"ok: {manifest} is a valid {plan.family} manifest")
+        for key in ("model", "max_length", "pooling", "rows", "normalize", "labels", "score_type", "output_dir"):
+            if summary[key] not in (None, [], "none") or key == "normalize":
+                click.echo(f"  {key}: {summary[key]}")
+        for note in plan.notes:
+            click.echo(f"  note: {note}")
+
+
+@main.command()
+@click.argument("artifact", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print readout.json's verified content as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def inspect(artifact: str, as_json: bool, debug: bool) -> None:
+    """Verify ARTIFACT (hashes, embedded records) and summarize what its outputs mean."""
+    from readout_export.summary import summarize
+    from readout_sdk.artifact import open_artifact
+
+    art = _run(debug, as_json, lambda: open_artifact(artifact))
+    if as_json:
+        click.echo(json.dumps({"ok": True, "path": str(art.path), "abi": art.record,
+                               "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
+                               "source": art.source}, indent=2))
+    else:
+        click.echo(summarize(art))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The exported graph: backbone or transformers head plus the whole readout, in torch.
+
+One module serves every family. Before the backbone, valid rows are moved to the front of each
+sequence (a stable permutation computed from the attention mask), so each valid row's position is
+its rank among valid rows: left padding, right padding, holes in the mask and an example alone
+give the same contextual rows, whatever the architecture's position scheme (absolute, offset,
+relative or rotary). Per-row outputs are gathered back to the caller's layout afterwards.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ROW_OUTPUT = "rows"      # [N, S, ...]: one value per input row
+POOLED_OUTPUT = "pooled"  # [N, ...]: one value per example
+
+
+def compaction_index(mask: torch.Tensor) -> torch.Tensor:
+    """Destination column of each row when valid rows move, in order, to the front. mask: [N, S] int."""
+    valid_rank = mask.cumsum(1) - 1
+    n_valid = mask.sum(1, keepdim=True)
+    invalid_rank = (1 - mask).cumsum(1) - 1 + n_valid
+    return torch.where(mask.bool(), valid_rank, invalid_rank)
+
+
+def compact(x: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
+    """Move each row of ``x`` [N, S] to column ``dest``."""
+    return torch.zeros_like(x).scatter(1, dest, x)
+
+
+def restore(y: torch.Tensor, dest: torch.Tensor) -> torch.Tensor:
+    """Read rows of a compacted output ``y`` [N, S, ...] back into the caller's layout."""
+    index = dest
+    for _ in range(y.dim() - 2):
+        index = index.unsqueeze(-1)
+    return torch.gather(y, 1, index.expand(*dest.shape, *y.shape[2:]))
+
+
+def boundary_row(rows: torch.Tensor, side: str) -> torch.Tensor:
+    """Index of the first or last selected row, from the mask (never column 0 or sum-1). rows: [N, S] float."""
+    positions = torch.arange(rows.shape[1], device=rows.device).unsqueeze(0).expand_as(rows)
+    if side == "first":
+        return torch.where(rows > 0, positions, rows.shape[1]).min(1).values.clamp(max=rows.shape[1] - 1)
+    return torch.where(rows > 0, positions, -1).max(1).values.clamp(min=0)
+
+
+def gather_row(h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """h [N, S, D], index [N] -> [N, D]."""
+    return torch.gather(h, 1, index.view(-1, 1, 1).expand(-1, 1, h.shape[-1])).squeeze(1)
+
+
+def pool(h: torch.Tensor, rows: torch.Tensor, attention: torch.Tensor, mode: str) -> torch.Tensor:
+    """One pooling mode over the selected rows. h [N, S, D] float32, rows/attention [N, S] float32."""
+    w = rows.unsqueeze(-1)
+    count = rows.sum(1, keepdim=True).clamp(min=1.0)  # empty pools are turned into NaN by the caller
+    if mode == "mean":
+        return (h * w).sum(1) / count
+    if mode == "mean_sqrt_len":
+        return (h * w).sum(1) / count.sqrt()
+    if mode == "weighted_mean":  # weight = 1-based rank among pooled rows (padding-independent)
+        rank = (rows.cumsum(1) * rows).unsqueeze(-1)
+        return (h * rank).sum(1) / rank.sum(1).clamp(min=1.0)
+    if mode == "max":
+        return h.masked_fill(w == 0, float("-inf")).max(1).values
+    if mode == "cls":  # the first row the model sees, where the tokenizer places [CLS] / <s>
+        return gather_row(h, boundary_row(attention, "first"))
+    if mode == "first_valid":
+        return gather_row(h, boundary_row(rows, "first"))
+    if mode == "last_token":
+        return gather_row(h, boundary_row(rows, "last"))
+    raise ValueError(f"unknown pooling mode {mode!r}")
+
+
+class Dense(nn.Module):
+    """A sentence-transformers Dense module: activation(linear(x))."""
+
+    def __init__(self, linear: nn.Linear, activation: str):
+        super().__init__()
+        self.linear = linear
+        self.activation = {"identity": nn.Identity(), "tanh": nn.Tanh(), "relu": nn.ReLU(), "gelu": nn.GELU(),
+                           "sigmoid": nn.Sigmoid()}[activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.linear(x))
+
+
+class ReadoutGraph(nn.Module):
+    """Backbone/head + readout for one family, with the ABI's inputs and outputs.
+
+    ``core`` maps compacted (input_ids, attention_mask, token_type_ids) to a tuple of tensors, each
+    either per-row ([N, S, ...]) or pooled ([N, ...]) as ``core_kinds`` says.
+    """
+
+    def __init__(self, family: str, core: nn.Module, core_kinds: tuple[str, ...], *, special_ids: list[int],
+                 pooling: list[str] | None = None, rows: str = "attention", dense: list[Dense] | None = None,
+                 normalize: str = "none", uses_token_types: bool = False):
+        super().__init__()
+        self.family = family
+        self.core = core
+        self.core_kinds = core_kinds
+        self.pooling = list(pooling or [])
+        self.rows = rows
+        self.dense = nn.ModuleList(dense or [])
+        self.normalize = normalize
+        self.uses_token_types = uses_token_types
+        self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
+                             persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None):
+        lead = input_ids.shape[:-1]  # [B] or [B, C] for multiple choice
+        seq = input_ids.shape[-1]
+        ids = input_ids.reshape(-1, seq)
+        mask = attention_mask.reshape(-1, seq).to(torch.long)
+        types = token_type_ids.reshape(-1, seq) if token_type_ids is not None else None
+        dest = compaction_index(mask)
+        outs = self.core(compact(ids, dest), compact(mask, dest), compact(types, dest) if types is not None else None)
+        attention = mask.to(torch.float32)
+        restored = []
+        for y, kind in zip(outs, self.core_kinds):
+            y = y.to(torch.float32)
+            if kind == ROW_OUTPUT:
+                y = restore(y, dest)
+                y = y * attention.view(*attention.shape, *([1] * (y.dim() - 2)))  # padding rows carry 0
+            restored.append(y)
+        rows = attention
+        if self.rows == "content":
+            special = (ids.unsqueeze(-1) == self.special_ids).any(-1)
+            rows = attention * (~special).to(torch.float32)
+        empty = (rows.sum(1) == 0) | (attention.sum(1) == 0)  # zero-row pools become NaN, never a finite vector
+        result = self._finish(restored, rows, attention)
+        fixed = []
+        for y in result:
+            if y.dtype.is_floating_point:
+                y = torch.where(empty.view(-1, *([1] * (y.dim() - 1))), torch.full_like(y, float("nan")), y)
+            fixed.append(y.reshape(*lead, *y.shape[1:]) if self.family != "multiple_choice" else y.reshape(*lead))
+        return tuple(fixed) if len(fixed) > 1 else fixed[0]
+
+    def _project(self, x: torch.Tensor) -> torch.Tensor:
+        for d in self.dense:
+            x = d(x)
+        if self.normalize == "l2":
+            x = F.normalize(x, p=2.0, dim=-1, eps=1e-12)
+        return x
+
+    def _finish(self, outs: list[torch.Tensor], rows: torch.Tensor, attention: torch.Tensor) -> list[torch.Tensor]:
+        f = self.family
+        if f == "embedding":
+            pooled = torch.cat([pool(outs[0], rows, attention, m) for m in self.pooling], dim=-1)
+            return [self._project(pooled)]
+        if f == "late_interaction":
+            vectors = self._project(outs[0]) * rows.unsqueeze(-1)
+            return [vectors, rows.to(torch.long)]
+        if f == "sparse":
+            weights = torch.log1p(torch.relu(outs[0]))
+            return [pool(weights, rows, attention, "max")]
+        return outs

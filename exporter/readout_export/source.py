@@ -1,0 +1,159 @@
+"""Read what a local model directory already declares (transformers or sentence-transformers layout).
+
+Nothing here loads weights; it reads configuration files so that the manifest can be checked
+against them before anything is built.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readout_export.errors import ManifestError
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_SOURCES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
+                     "tokenizer.model")
+ST_POOLING_ORDER = (  # sentence-transformers concatenates enabled modes in this order
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+    ("pooling_mode_weightedmean_tokens", "weighted_mean"),
+    ("pooling_mode_lasttoken", "last_token"),
+)
+ST_MODE_NAMES = {"cls": "cls", "max": "max", "mean": "mean", "mean_sqrt_len_tokens": "mean_sqrt_len",
+                 "mean_sqrt_len": "mean_sqrt_len", "weightedmean": "weighted_mean", "lasttoken": "last_token"}
+ACTIVATIONS = {"Identity": "identity", "Tanh": "tanh", "ReLU": "relu", "GELU": "gelu", "Sigmoid": "sigmoid"}
+CROSS_ACTIVATIONS = {"Sigmoid": "sigmoid", "Identity": "logit", "Softmax": "softmax"}
+
+
+@dataclass(frozen=True)
+class DenseSpec:
+    """A sentence-transformers Dense module: y = activation(x W^T + b)."""
+
+    path: Path
+    in_features: int
+    out_features: int
+    bias: bool
+    activation: str
+
+
+@dataclass
+class ModelSource:
+    """Declarations found in a model directory."""
+
+    root: Path
+    transformer_dir: Path
+    config: dict[str, Any]
+    weight_files: list[Path]
+    tokenizer_dir: Path
+    st_modules: list[str] = field(default_factory=list)
+    st_pooling: list[str] | None = None
+    st_include_prompt: bool = True
+    st_normalize: bool = False
+    dense: list[DenseSpec] = field(default_factory=list)
+    st_max_length: int | None = None
+    similarity: str | None = None
+    cross_activation: str | None = None
+
+    @property
+    def model_type(self) -> str:
+        return self.config.get("model_type", "")
+
+    def labels(self) -> list[str] | None:
+        """Ordered label names from config.json ``id2label``, or None when absent."""
+        id2label = self.config.get("id2label")
+        if not id2label:
+            return None
+        return [id2label[k] for k in sorted(id2label, key=lambda k: int(k))]
+
+
+def _read_json(path: Path, jpath: str) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ManifestError(jpath, f"cannot read {path}: {e}") from None
+
+
+def read_source(root: Path) -> ModelSource:
+    """Inspect ``root``; raise :class:`ManifestError` at ``$.model`` when it cannot be used."""
+    if not root.is_dir():
+        raise ManifestError("$.model", f"model directory not found: {root}")
+    modules: list[dict[str, Any]] = []
+    if (root / "modules.json").is_file():
+        modules = _read_json(root / "modules.json", "$.model")
+    transformer_dir = root
+    for m in modules:
+        if m.get("type", "").endswith(".Transformer"):
+            transformer_dir = root / m.get("path", "")
+    if not (transformer_dir / "config.json").is_file():
+        raise ManifestError("$.model", f"no config.json in {transformer_dir} (expected a save_pretrained directory)")
+    config = _read_json(transformer_dir / "config.json", "$.model")
+    weights = [transformer_dir / w for w in WEIGHT_FILES if (transformer_dir / w).is_file()]
+    if not weights:
+        raise ManifestError("$.model", f"no weights in {transformer_dir}: expected one of {', '.join(WEIGHT_FILES)}")
+    tok_dir = transformer_dir if any((transformer_dir / t).is_file() for t in TOKENIZER_SOURCES) else root
+    if not any((tok_dir / t).is_file() for t in TOKENIZER_SOURCES):
+        raise ManifestError("$.model", f"no tokenizer in {root}: expected tokenizer.json (or a vocabulary "
+                                       "transformers can convert to one)")
+    src = ModelSource(root, transformer_dir, config, weights, tok_dir)
+    for i, m in enumerate(modules):
+        _read_st_module(src, i, m)
+    for cfg_name in ("sentence_bert_config.json",):
+        p = transformer_dir / cfg_name
+        if p.is_file():
+            src.st_max_length = _read_json(p, "$.model").get("max_seq_length")
+    p = root / "config_sentence_transformers.json"
+    if p.is_file():
+        sim = _read_json(p, "$.model").get("similarity_fn_name")
+        src.similarity = {"dot_product": "dot", "dot": "dot", "cosine": "cosine", "euclidean": "euclidean"}.get(sim or "")
+    act = (config.get("sentence_transformers") or {}).get("activation_fn")
+    if act:
+        short = act.rsplit(".", 1)[-1]
+        if short not in CROSS_ACTIVATIONS:
+            raise ManifestError("$.model", f"config.json declares cross-encoder activation {act}, "
+                                           f"expected one of {sorted(CROSS_ACTIVATIONS)}")
+        src.cross_activation = CROSS_ACTIVATIONS[short]
+    return src
+
+
+def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> None:
+    kind = module.get("type", "").rsplit(".", 1)[-1]
+    path = src.root / module.get("path", "")
+    src.st_modules.append(kind)
+    if kind == "Transformer":
+        return
+    if kind == "Pooling":
+        cfg = _read_json(path / "config.json", "$.model")
+        src.st_pooling = _st_pooling_modes(cfg)
+        src.st_include_prompt = bool(cfg.get("include_prompt", True))
+    elif kind == "Normalize":
+        src.st_normalize = True  # the folder holds no state; some releases omit it
+    elif kind == "Dense":
+        cfg = _read_json(path / "config.json", "$.model")
+        act = str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")).rsplit(".", 1)[-1]
+        if act not in ACTIVATIONS:
+            raise ManifestError("$.model", f"modules.json module {index} (Dense) uses activation {act}; "
+                                           f"supported: {sorted(ACTIVATIONS)}")
+        src.dense.append(DenseSpec(path, int(cfg["in_features"]), int(cfg["out_features"]),
+                                   bool(cfg.get("bias", True)), ACTIVATIONS[act]))
+    else:
+        raise ManifestError("$.model", f"modules.json module {index} has type {module.get('type')}, which "
+                                       "readout-export cannot place in a graph (supported: Transformer, Pooling, "
+                                       "Dense, Normalize)")
+
+
+def _st_pooling_modes(cfg: dict[str, Any]) -> list[str]:
+    mode = cfg.get("pooling_mode")
+    if mode is not None:  # newer sentence-transformers: a name or a list of names
+        names = mode if isinstance(mode, list) else [mode]
+        out = []
+        for n in names:
+            if n not in ST_MODE_NAMES:
+                raise ManifestError("$.model", f"1_Pooling declares pooling mode {n!r}, which has no ABI equivalent")
+            out.append(ST_MODE_NAMES[n])
+        return out
+    return [name for key, name in ST_POOLING_ORDER if cfg.get(key)]

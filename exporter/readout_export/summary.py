@@ -1,0 +1,49 @@
+"""Human summary of a verified artifact (for `readout-export inspect`)."""
+from __future__ import annotations
+
+from readout_sdk.artifact import Artifact
+
+
+def _shape(t: dict) -> str:
+    return "[" + ", ".join(a if s is None else f"{a}={s}" for a, s in zip(t["axes"], t["shape"])) + "]"
+
+
+def summarize(art: Artifact) -> str:
+    """Several lines: identity, inputs, outputs and their meaning, readout, targets (hashes verified)."""
+    r = art.record
+    inp, ro, out, prov = r["input"], r["readout"], r["output"], r["provenance"]
+    lines = [f"{art.path}  (verified: sha256 of every file, embedded record == readout.json)",
+             f"  abi        {r['abi_version']}   family {r['family']}   name {r['name']}",
+             f"  backbone   {r['contextual_state']['architecture']} ({r['contextual_state']['model_type']}), "
+             f"width {r['contextual_state']['width']}, positions from the attention mask",
+             f"  inputs     " + ", ".join(f"{i['name']} {i['dtype']} [{', '.join(i['axes'])}]" for i in r["inputs"]),
+             f"  input      max_length {inp['max_length']}, truncation {inp['truncation']['strategy']} "
+             f"({inp['truncation']['side']}), padding sides {'/'.join(inp['padding_sides'])}"
+             + (f", pairs ({inp['pair']['first']}, {inp['pair']['second']})" if inp["pair"] else "")]
+    for o in r["outputs"]:
+        lines.append(f"  output     {o['name']} {o['dtype']} {_shape(o)}")
+    readout = [f"rows {ro['rows']}"]
+    if "pooling" in ro:
+        readout.insert(0, "pooling " + "+".join(ro["pooling"]))
+    if ro.get("projection"):
+        readout.append("projection " + " -> ".join(f"{p['in']}x{p['out']} {p['activation']}" for p in ro["projection"]))
+    if "normalize" in ro:
+        readout.append(f"normalize {ro['normalize']}" + (f" ({ro['normalize_stage']})" if ro.get("normalize_stage") else ""))
+    if "head" in ro:
+        readout.append(f"head {ro['head']}")
+    lines.append("  readout    " + ", ".join(readout))
+    meaning = [f"score {out['score_type']}"]
+    if out.get("labels"):
+        meaning.append(f"labels {out['labels']}")
+    for key in ("thresholds", "tag_scheme", "null_policy", "decision"):
+        if out.get(key) is not None:
+            meaning.append(f"{key} {out[key]}")
+    lines.append("  meaning    " + ", ".join(meaning))
+    for t in art.targets:
+        lines.append(f"  target     {t.format}-{t.precision}  {t.file}  sha256 {t.sha256[:16]}…")
+    lines.append(f"  provenance weights {prov['weights_sha256'][:16]}…, tokenizer {prov['tokenizer_sha256'][:16]}…, "
+                 f"{prov['exporter']}, torch {prov['torch']}, transformers {prov['transformers']}, "
+                 f"onnx {prov['onnx']}, opset {prov['opset']}")
+    parity = art.extra.get("parity")
+    lines.append(f"  parity     {parity['summary'] if parity else 'NOT_EVALUATED (run readout-export parity)'}")
+    return "\n".join(lines)

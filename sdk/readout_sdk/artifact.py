@@ -1,0 +1,125 @@
+"""Read and verify an artifact directory (``readout.json`` + tokenizer + one graph per target).
+
+Verification fails closed: an unknown ABI major version, a file whose sha256 differs from
+``readout.json``, or a graph whose embedded record differs from ``readout.json`` is refused with a
+message that names the problem.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readout_sdk.abi import METADATA_KEY, AbiError, validate_record
+
+ARTIFACT_FILE = "readout.json"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact that cannot be trusted or read."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compiled graph of the artifact."""
+
+    format: str
+    precision: str
+    file: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A verified artifact: its ABI record, targets, tokenizer file and source provenance."""
+
+    path: Path
+    record: dict[str, Any]
+    targets: tuple[Target, ...]
+    tokenizer_file: str
+    source: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        return self.record["family"]
+
+    def target(self, fmt: str, precision: str) -> Target:
+        """Return the target of this format and precision or raise naming what exists."""
+        for t in self.targets:
+            if t.format == fmt and t.precision == precision:
+                return t
+        have = ", ".join(f"{t.format}-{t.precision}" for t in self.targets)
+        raise ArtifactError(f"artifact has no {fmt}-{precision} target (it has: {have})")
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_onnx_record(path: Path) -> dict[str, Any]:
+    """Return the ABI record embedded in an ONNX file, using onnxruntime only."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    if METADATA_KEY not in meta:
+        raise ArtifactError(f"{path.name}: graph carries no {METADATA_KEY!r} record")
+    return json.loads(meta[METADATA_KEY])
+
+
+def _verify_hash(root: Path, name: str, expected: str) -> Path:
+    path = root / name
+    if not path.is_file():
+        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but missing")
+    actual = sha256_file(path)
+    if actual != expected:
+        raise ArtifactError(f"{name}: sha256 {actual} does not match {ARTIFACT_FILE} ({expected}); "
+                            "the file was changed after the build")
+    return path
+
+
+def open_artifact(path: str | Path, check_graphs: bool = True) -> Artifact:
+    """Open and verify an artifact directory.
+
+    Checks the ABI record (known major version, schema), every listed file's sha256, and, with
+    ``check_graphs``, that each ONNX graph's embedded record equals ``readout.json``'s.
+    """
+    root = Path(path)
+    meta_path = root / ARTIFACT_FILE
+    if not meta_path.is_file():
+        raise ArtifactError(f"{root}: not an artifact (no {ARTIFACT_FILE})")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{meta_path}: not valid JSON ({e})") from None
+    try:
+        record = meta["abi"]
+        validate_record(record)
+    except (KeyError, TypeError):
+        raise ArtifactError(f"{meta_path}: no 'abi' record") from None
+    except AbiError as e:
+        raise ArtifactError(f"{meta_path}: {e}") from None
+    targets = tuple(Target(**t) for t in meta.get("targets", []))
+    if not targets:
+        raise ArtifactError(f"{meta_path}: lists no targets")
+    tok = meta["tokenizer"]
+    _verify_hash(root, tok["file"], tok["sha256"])
+    for t in targets:
+        graph = _verify_hash(root, t.file, t.sha256)
+        if check_graphs and t.format == "onnx":
+            embedded = read_onnx_record(graph)
+            if embedded != record:
+                raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
+    extra = {k: v for k, v in meta.items() if k not in ("abi", "targets", "tokenizer", "source")}
+    return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra)
