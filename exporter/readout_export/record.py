@@ -65,6 +65,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
             "all_special_ids": tok.all_special_ids,
             "token_type_ids": token_types,
             "tokenizer_file": "tokenizer.json",
+            "prompts": plan.source.prompts,
         },
         "contextual_state": {
             "layer": -1,

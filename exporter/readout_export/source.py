@@ -57,6 +57,7 @@ class ModelSource:
     dense: list[DenseSpec] = field(default_factory=list)
     st_max_length: int | None = None
     similarity: str | None = None
+    prompts: dict[str, str] = field(default_factory=dict)
     cross_activation: str | None = None
 
     @property
@@ -108,7 +109,9 @@ def read_source(root: Path) -> ModelSource:
             src.st_max_length = _read_json(p, "$.model").get("max_seq_length")
     p = root / "config_sentence_transformers.json"
     if p.is_file():
-        sim = _read_json(p, "$.model").get("similarity_fn_name")
+        st_config = _read_json(p, "$.model")
+        sim = st_config.get("similarity_fn_name")
+        src.prompts = {k: v for k, v in (st_config.get("prompts") or {}).items() if v}
         src.similarity = {"dot_product": "dot", "dot": "dot", "cosine": "cosine", "euclidean": "euclidean"}.get(sim or "")
     act = (config.get("sentence_transformers") or {}).get("activation_fn")
     if act:
@@ -134,6 +137,9 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
         src.st_normalize = True  # the folder holds no state; some releases omit it
     elif kind == "Dense":
         cfg = _read_json(path / "config.json", "$.model")
+        if cfg.get("use_residual"):
+            raise ManifestError("$.model", f"modules.json module {index} (Dense) adds a residual connection, "
+                                           "which readout-abi/1 does not describe")
         act = str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")).rsplit(".", 1)[-1]
         if act not in ACTIVATIONS:
             raise ManifestError("$.model", f"modules.json module {index} (Dense) uses activation {act}; "

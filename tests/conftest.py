@@ -1,0 +1,48 @@
+"""Shared fixtures: building artifacts from manifests, and a table of measured errors printed at
+the end of the run (the numbers quoted in release notes come from here)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach a model hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+MEASURED: dict[str, tuple[float, str]] = {}
+
+
+def record_error(case: str, value: float, note: str = "") -> None:
+    """Remember the largest error measured for a case (shown in the terminal summary)."""
+    old = MEASURED.get(case, (0.0, note))
+    MEASURED[case] = (max(old[0], value), note or old[1])
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not MEASURED:
+        return
+    terminalreporter.write_sep("-", "largest |graph - eager PyTorch| per case (left/right padding, batch 1/2/7)")
+    for case in sorted(MEASURED):
+        value, note = MEASURED[case]
+        terminalreporter.write_line(f"{case:58s} {value:.2e}  {note}")
+    out = os.environ.get("READOUT_ERRORS_JSON")
+    if out:
+        Path(out).write_text(json.dumps({k: v[0] for k, v in MEASURED.items()}, indent=2))
+
+
+@pytest.fixture
+def build_artifact(tmp_path):
+    """Write a manifest into tmp_path and build it; returns the artifact directory."""
+    from readout_export.build import build
+
+    def _build(manifest: dict, name: str = "manifest.json", force: bool = False) -> Path:
+        doc = {"schema": "readout-export/manifest/1", "output_dir": "artifact", **manifest}
+        path = tmp_path / name
+        path.write_text(json.dumps(doc))
+        return build(path, force=force).output_dir
+
+    return _build
