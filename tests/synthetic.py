@@ -40,8 +40,8 @@ def make_tokenizer(arch: str):
     """A transformers fast tokenizer of the kind ``arch`` uses."""
     from transformers import AutoTokenizer
 
-    if arch in ("bert", "distilbert"):
-        return AutoTokenizer.from_pretrained(str(minilm_path()))
+    if arch in ("bert", "distilbert"):  # the tiny configs have 128 positions
+        return AutoTokenizer.from_pretrained(str(minilm_path()), model_max_length=128)
     if arch in ("roberta", "qwen2"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else ["<|endoftext|>"]
         tok = Tokenizer(models.BPE())

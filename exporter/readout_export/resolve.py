@@ -120,7 +120,7 @@ def resolve(manifest: Manifest) -> Plan:
         plan.score_type = spec.score_types[0]
     if family == "extractive_qa":
         plan.null_policy = data.get("null_policy", "none")
-        plan.stride = int(data.get("stride", min(128, plan.max_length // 2)))
+        plan.stride = int(data.get("stride", min(128, plan.max_length // 4)))
         if plan.stride >= plan.max_length // 2:
             raise ManifestError("$.stride", f"expected less than half of max_length ({plan.max_length // 2}), "
                                             f"got {plan.stride}")
@@ -129,14 +129,17 @@ def resolve(manifest: Manifest) -> Plan:
 
 def _resolve_max_length(plan: Plan, stated: int | None) -> None:
     source = plan.source
-    declared = source.st_max_length
-    value = _agree("$.max_length", declared, stated, "sentence_bert_config.json (max_seq_length)")
+    value = _agree("$.max_length", source.st_max_length, stated,
+                   "the sentence-transformers config (max_seq_length)")
     limit = position_limit(source)
     if value is None:
-        value = min(limit or 512, 512)
+        value = min(x for x in (limit, source.tokenizer_max_length, 512) if x)
         plan.notes.append(f"max_length not stated; using {value}")
     if limit is not None and value > limit:
         raise ManifestError("$.max_length", f"{value} exceeds the model's position table ({limit} positions)")
+    if source.tokenizer_max_length is not None and value > source.tokenizer_max_length:
+        raise ManifestError("$.max_length", f"{value} exceeds the tokenizer's model_max_length "
+                                            f"({source.tokenizer_max_length})")
     plan.max_length = int(value)
 
 

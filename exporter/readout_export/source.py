@@ -56,6 +56,7 @@ class ModelSource:
     st_normalize: bool = False
     dense: list[DenseSpec] = field(default_factory=list)
     st_max_length: int | None = None
+    tokenizer_max_length: int | None = None
     similarity: str | None = None
     prompts: dict[str, str] = field(default_factory=dict)
     cross_activation: str | None = None
@@ -103,10 +104,17 @@ def read_source(root: Path) -> ModelSource:
     src = ModelSource(root, transformer_dir, config, weights, tok_dir)
     for i, m in enumerate(modules):
         _read_st_module(src, i, m)
-    for cfg_name in ("sentence_bert_config.json",):
-        p = transformer_dir / cfg_name
-        if p.is_file():
-            src.st_max_length = _read_json(p, "$.model").get("max_seq_length")
+    p = tok_dir / "tokenizer_config.json"
+    if p.is_file():
+        value = _read_json(p, "$.model").get("model_max_length")
+        if isinstance(value, int) and value < 1_000_000:  # transformers writes ~1e30 for "no limit"
+            src.tokenizer_max_length = value
+    p = transformer_dir / "sentence_bert_config.json"
+    if p.is_file():
+        src.st_max_length = _read_json(p, "$.model").get("max_seq_length")
+    if modules and src.st_max_length is None:
+        # sentence-transformers 6 keeps max_seq_length as the tokenizer's model_max_length
+        src.st_max_length = src.tokenizer_max_length
     p = root / "config_sentence_transformers.json"
     if p.is_file():
         st_config = _read_json(p, "$.model")

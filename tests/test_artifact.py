@@ -1,0 +1,181 @@
+"""The artifact as a file set: ABI record in the graph, hashes, tamper refusal, atomic writes,
+--force, zero-row refusal, and the CLI's promises. Model: SYNTHETIC tiny BERT."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+import synthetic
+from client import GraphClient
+from readout_export.cli import main
+from readout_export.errors import BuildError
+from readout_sdk.artifact import ArtifactError, open_artifact
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """One artifact (content-row mean + first_valid over a tiny BERT), built through the CLI."""
+    root = tmp_path_factory.mktemp("artifact")
+    model = synthetic.make_model("bert", "embedding", root / "model")
+    manifest = {"schema": "readout-export/manifest/1", "model": "model", "family": "embedding",
+                "output_dir": "dist/tiny", "readout": {"pooling": ["mean", "first_valid"], "rows": "content"},
+                "name": "tiny-bert"}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["build", str(root / "manifest.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["ok"] and summary["family"] == "embedding"
+    assert model.is_dir()
+    return root / "dist" / "tiny"
+
+
+@pytest.fixture
+def copy(built, tmp_path) -> Path:
+    dest = tmp_path / "copy"
+    shutil.copytree(built, dest)
+    return dest
+
+
+def test_artifact_layout(built):
+    names = {p.name for p in built.iterdir()}
+    assert {"readout.json", "tokenizer.json", "model.onnx-fp32.onnx", "build.log"} <= names
+    meta = json.loads((built / "readout.json").read_text())
+    assert set(meta) >= {"abi", "targets", "tokenizer", "source"}
+    assert meta["targets"][0] == {**meta["targets"][0], "format": "onnx", "precision": "fp32"}
+    assert len(meta["source"]["weights_sha256"]) == 64
+    assert not [p for p in built.parent.iterdir() if p.name.startswith(".")], "staging left behind"
+
+
+def test_record_in_graph_metadata_and_axes(built):
+    model = onnx.load(str(built / "model.onnx-fp32.onnx"))
+    props = {p.key: p.value for p in model.metadata_props}
+    record = json.loads(props["readout.abi"])
+    assert record == json.loads((built / "readout.json").read_text())["abi"]
+    assert record["abi_version"] == "readout-abi/1"
+    assert record["readout"]["pooling"] == ["mean", "first_valid"] and record["readout"]["rows"] == "content"
+    assert record["output"]["dim"] == 64
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in list(model.graph.input) + list(model.graph.output)}
+    assert dims["input_ids"] == ["batch", "sequence"] and dims["attention_mask"] == ["batch", "sequence"]
+    assert dims["token_type_ids"] == ["batch", "sequence"]  # BERT has a learned segment embedding
+    assert dims["embeddings"] == ["batch", 64]
+
+
+def test_open_artifact_verifies(built):
+    art = open_artifact(built)
+    assert art.family == "embedding" and art.record["name"] == "tiny-bert"
+
+
+def test_tampered_graph_is_refused(copy):
+    path = copy / "model.onnx-fp32.onnx"
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="model.onnx-fp32.onnx: sha256 .* does not match"):
+        open_artifact(copy)
+    result = CliRunner().invoke(main, ["inspect", str(copy)])
+    assert result.exit_code == 2 and "model.onnx-fp32.onnx" in result.stderr
+
+
+def test_tampered_tokenizer_is_refused(copy):
+    path = copy / "tokenizer.json"
+    path.write_text(path.read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
+    with pytest.raises(ArtifactError, match="tokenizer.json: sha256"):
+        open_artifact(copy)
+
+
+def test_unknown_abi_version_is_refused(copy):
+    meta = json.loads((copy / "readout.json").read_text())
+    meta["abi"]["abi_version"] = "readout-abi/2"
+    (copy / "readout.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="readout-abi/2.*readout-abi/1"):
+        open_artifact(copy)
+
+
+def test_record_edited_beside_the_graph_is_refused(copy):
+    meta = json.loads((copy / "readout.json").read_text())
+    meta["abi"]["readout"]["rows"] = "attention"  # claims another readout than the graph computes
+    (copy / "readout.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="differs from readout.json"):
+        open_artifact(copy)
+
+
+def test_zero_row_pool_is_nan_never_a_vector(built):
+    """An input with no content rows ([CLS] [SEP] only) must not come back as a finite vector."""
+    client = GraphClient(built / "model.onnx-fp32.onnx")
+    for side in ("left", "right"):
+        empty, normal = client.run(["", "a real sentence"], side, 2)
+        assert np.isnan(empty["embeddings"]).all()
+        assert np.isfinite(normal["embeddings"]).all()
+
+
+def test_inspect_summary_and_json(built):
+    result = CliRunner().invoke(main, ["inspect", str(built)])
+    assert result.exit_code == 0, result.output
+    for words in ("readout-abi/1", "embedding", "pooling mean+first_valid", "rows content", "embeddings float32",
+                  "NOT_EVALUATED"):
+        assert words in result.stdout
+    result = CliRunner().invoke(main, ["inspect", str(built), "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["abi"] == json.loads((built / "readout.json").read_text())["abi"]
+
+
+def test_existing_artifact_needs_force(built):
+    manifest = built.parent.parent / "manifest.json"
+    before = (built / "readout.json").read_text()
+    result = CliRunner().invoke(main, ["build", str(manifest)])
+    assert result.exit_code == 2 and "--force" in result.stderr
+    assert (built / "readout.json").read_text() == before
+
+
+def test_failed_build_leaves_nothing_and_keeps_the_old_artifact(built, monkeypatch, tmp_path):
+    import readout_export.onnx_export as onnx_export
+
+    def boom(*args, **kwargs):
+        raise BuildError("simulated failure halfway through the export")
+
+    monkeypatch.setattr(onnx_export, "export_onnx", boom)
+    manifest = built.parent.parent / "manifest.json"
+    before = {p.name: p.read_bytes() for p in built.iterdir()}
+    result = CliRunner().invoke(main, ["build", str(manifest), "--force"])
+    assert result.exit_code == 1 and "simulated failure" in result.stderr
+    assert "Traceback" not in result.output
+    assert {p.name: p.read_bytes() for p in built.iterdir()} == before
+    assert not [p for p in built.parent.iterdir() if p.name.startswith(".")]
+    # a fresh destination: nothing at all appears
+    doc = json.loads(manifest.read_text())
+    doc["output_dir"] = str(tmp_path / "fresh")
+    doc["model"] = str(manifest.parent / "model")
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "m.json"), "--debug"])
+    assert result.exit_code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_force_replaces_only_artifacts(tmp_path, built):
+    manifest = json.loads((built.parent.parent / "manifest.json").read_text())
+    manifest["model"] = str(built.parent.parent / "model")
+    manifest["output_dir"] = str(tmp_path / "precious")
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "notes.txt").write_text("not an artifact")
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "m.json"), "--force"])
+    assert result.exit_code == 2 and "not an artifact" in result.stderr
+    assert (tmp_path / "precious" / "notes.txt").read_text() == "not an artifact"
+
+
+@pytest.mark.parametrize("command", [[], ["build"], ["validate"], ["inspect"]])
+def test_every_command_has_help(command):
+    result = CliRunner().invoke(main, command + ["--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_usage_error_exits_2():
+    result = CliRunner().invoke(main, ["build"])
+    assert result.exit_code == 2

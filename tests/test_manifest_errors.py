@@ -1,0 +1,215 @@
+"""Bad manifests and model directories: each is one line naming the JSON path and what was
+expected, exit code 2, and nothing written. Models: all-MiniLM-L6-v2 (REAL) and a SYNTHETIC tiny
+BERT classifier."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import synthetic
+from readout_export.cli import main
+
+SENTIMENT = ["negative", "neutral", "positive"]
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> Path:
+    return synthetic.make_model("bert", "sequence_classification", tmp_path_factory.mktemp("cls") / "model",
+                                labels=SENTIMENT)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Path:
+    return synthetic.minilm_path()
+
+
+def run(tmp_path: Path, manifest: dict, command: str = "validate", raw: str | None = None):
+    path = tmp_path / "manifest.json"
+    path.write_text(raw if raw is not None else json.dumps(manifest))
+    result = CliRunner().invoke(main, [command, str(path)])
+    return result
+
+
+def expect_error(tmp_path: Path, manifest: dict, path: str, words: str, command: str = "validate", raw=None):
+    result = run(tmp_path, manifest, command, raw)
+    message = result.stderr.strip()
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert message.count("\n") == 0, f"expected one line, got: {message!r}"
+    assert message.startswith(f"error: {path}:"), message
+    assert words in message, message
+    assert "Traceback" not in result.output
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "manifest.json"]
+    assert leftovers == [], f"something was written: {leftovers}"
+    return message
+
+
+def base(model: Path, **kw) -> dict:
+    return {"schema": "readout-export/manifest/1", "model": str(model), "family": "embedding",
+            "output_dir": "out", **kw}
+
+
+def test_missing_field(tmp_path, minilm):
+    doc = base(minilm)
+    del doc["family"]
+    expect_error(tmp_path, doc, "$.family", "required field is missing")
+
+
+def test_unknown_field(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, colour="blue"), "$.colour", "unknown field")
+
+
+def test_unknown_readout_field(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, readout={"pooling": "mean", "temperature": 2}), "$.readout.temperature",
+                 "unknown field")
+
+
+def test_wrong_type(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, max_length="256"), "$.max_length", "expected integer")
+
+
+def test_wrong_schema_version(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, schema="readout-export/manifest/9"), "$.schema", "readout-export/manifest/1")
+
+
+def test_not_json(tmp_path, minilm):
+    expect_error(tmp_path, {}, "$", "not valid JSON", raw="{ nope")
+
+
+def test_unknown_family(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, family="poem"), "$.family", "expected one of")
+
+
+def test_unknown_pooling_mode(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, readout={"pooling": "median"}), "$.readout.pooling", "pooling mode")
+
+
+def test_pooling_the_family_cannot_take(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", readout={"pooling": "mean"})
+    expect_error(tmp_path, doc, "$.readout", "does not apply to family sequence_classification")
+
+
+def test_sparse_takes_only_max(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, family="sparse", readout={"pooling": "mean"}), "$.readout.pooling",
+                 "max over rows")
+
+
+def test_field_of_another_family(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, thresholds=0.5), "$.thresholds", "does not apply to family embedding")
+
+
+def test_model_dir_missing(tmp_path):
+    expect_error(tmp_path, base(tmp_path / "nowhere"), "$.model", "model directory not found")
+
+
+def test_model_dir_without_weights(tmp_path, tmp_path_factory, minilm):
+    src = tmp_path_factory.mktemp("noweights")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(minilm / name, src / name)
+    expect_error(tmp_path, base(src, readout={"pooling": "mean"}), "$.model", "no weights")
+
+
+def test_model_dir_without_tokenizer(tmp_path, tmp_path_factory, minilm):
+    src = tmp_path_factory.mktemp("notok")
+    for name in ("config.json", "model.safetensors"):
+        (src / name).symlink_to(minilm / name)
+    expect_error(tmp_path, base(src, readout={"pooling": "mean"}), "$.model", "no tokenizer")
+
+
+def test_labels_do_not_match_head_width(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", labels=["bad", "good"])
+    expect_error(tmp_path, doc, "$.labels", "2 labels but the head has 3 outputs")
+
+
+def test_labels_repeat(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", labels=["a", "b", "a"])
+    expect_error(tmp_path, doc, "$.labels", "labels repeat")
+
+
+def test_label_order_disagrees_with_config(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", labels=["positive", "neutral", "negative"])
+    msg = expect_error(tmp_path, doc, "$.labels", "config.json id2label declares")
+    assert "['positive', 'neutral', 'negative']" in msg and "['negative', 'neutral', 'positive']" in msg
+
+
+def test_problem_type_disagrees(tmp_path, classifier):
+    doc = base(classifier, family="regression")
+    expect_error(tmp_path, doc, "$.family", "problem_type")
+
+
+def test_thresholds_count(tmp_path, classifier):
+    doc = base(classifier, family="multilabel_classification", thresholds=[0.5, 0.5])
+    expect_error(tmp_path, doc, "$.thresholds", "2 thresholds for 3 labels")
+
+
+def test_max_length_beyond_position_table(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, max_length=1000), "$.max_length", "256")
+
+
+def test_max_length_beyond_table_without_st_config(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", max_length=129)
+    expect_error(tmp_path, doc, "$.max_length", "exceeds the model's position table (128 positions)")
+
+
+def test_output_dir_inside_model_dir(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", output_dir=str(classifier / "dist"))
+    expect_error(tmp_path, doc, "$.output_dir", "inside the model directory")
+
+
+def test_disagreement_with_sentence_transformers_pooling(tmp_path, minilm):
+    msg = expect_error(tmp_path, base(minilm, readout={"pooling": "cls"}), "$.readout.pooling",
+                       "1_Pooling/config.json declares")
+    assert "['cls']" in msg and "['mean']" in msg
+
+
+def test_disagreement_with_normalize_module(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, readout={"normalize": "none"}), "$.readout.normalize",
+                 "manifest says 'none' but modules.json declares 'l2'")
+
+
+def test_embedding_without_declared_pooling(tmp_path, classifier):
+    expect_error(tmp_path, base(classifier), "$.readout.pooling", "declares no pooling")
+
+
+def test_cross_encoder_needs_score_type(tmp_path, classifier):
+    expect_error(tmp_path, base(classifier, family="cross_encoder"), "$.score_type", "logit, sigmoid or softmax")
+
+
+def test_unsupported_target_is_refused(tmp_path, minilm):
+    doc = base(minilm, targets=[{"format": "tensorrt", "precision": "fp16"}])
+    expect_error(tmp_path, doc, "$.targets[0]", "not built by this release")
+
+
+def test_errors_also_stop_build(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", labels=["bad", "good"])
+    expect_error(tmp_path, doc, "$.labels", "head has 3 outputs", command="build")
+
+
+def test_validate_accepts_the_example(tmp_path, minilm):
+    result = run(tmp_path, base(minilm, max_length=256, readout={"pooling": "mean", "normalize": "l2"}))
+    assert result.exit_code == 0, result.output
+    assert "valid embedding manifest" in result.output
+    assert list(tmp_path.iterdir()) == [tmp_path / "manifest.json"]
+
+
+def test_pickled_weights_load_only_as_tensors(tmp_path, tmp_path_factory):
+    """A pytorch_model.bin whose pickle would run code is refused (weights_only=True), and the code never runs."""
+    import torch
+
+    src = synthetic.make_model("bert", "sequence_classification", tmp_path_factory.mktemp("pickle") / "m",
+                               labels=SENTIMENT)
+    marker = tmp_path_factory.mktemp("marker") / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (src / "model.safetensors").unlink()
+    torch.save({"payload": Payload()}, str(src / "pytorch_model.bin"))
+    result = run(tmp_path, base(src, family="sequence_classification"), command="build")
+    assert result.exit_code == 1, result.output
+    assert not marker.exists(), "the pickle ran code while loading weights"
+    assert not (tmp_path / "out").exists()
