@@ -135,9 +135,15 @@ def test_label_order_disagrees_with_config(tmp_path, classifier):
     assert "['positive', 'neutral', 'negative']" in msg and "['negative', 'neutral', 'positive']" in msg
 
 
-def test_problem_type_disagrees(tmp_path, classifier):
-    doc = base(classifier, family="regression")
-    expect_error(tmp_path, doc, "$.family", "problem_type")
+def test_problem_type_disagrees(tmp_path, tmp_path_factory, classifier):
+    src = tmp_path_factory.mktemp("ptype")
+    for p in classifier.iterdir():
+        (src / p.name).symlink_to(p)
+    config = json.loads((classifier / "config.json").read_text())
+    (src / "config.json").unlink()
+    (src / "config.json").write_text(json.dumps({**config, "problem_type": "single_label_classification"}))
+    expect_error(tmp_path, base(src, family="regression"), "$.family",
+                 "needs problem_type 'regression', but config.json declares 'single_label_classification'")
 
 
 def test_thresholds_count(tmp_path, classifier):
