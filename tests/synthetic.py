@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processor
 from corpus import TEXTS, PAIRS
 
 ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "qwen2")
+EXTRA_ARCHS = ("modernbert", "deberta-v2")  # tried beyond the required set; both pass
 TINY = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, initializer_range=0.1)
 
 
@@ -40,7 +41,7 @@ def make_tokenizer(arch: str):
     """A transformers fast tokenizer of the kind ``arch`` uses."""
     from transformers import AutoTokenizer
 
-    if arch in ("bert", "distilbert"):  # the tiny configs have 128 positions
+    if arch in ("bert", "distilbert", "modernbert", "deberta-v2"):  # [CLS]/[SEP] WordPiece; 128 positions
         return AutoTokenizer.from_pretrained(str(minilm_path()), model_max_length=128)
     if arch in ("roberta", "qwen2"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else ["<|endoftext|>"]
@@ -102,6 +103,15 @@ def make_config(arch: str, vocab: int, **extra):
                              num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
                              pad_token_id=0, bos_token_id=0, eos_token_id=0, initializer_range=0.1,
                              tie_word_embeddings=False, **extra)
+    if arch == "modernbert":
+        return t.ModernBertConfig(vocab_size=vocab, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                  num_attention_heads=2, max_position_embeddings=128, pad_token_id=0,
+                                  cls_token_id=101, sep_token_id=102, bos_token_id=101, eos_token_id=102,
+                                  initializer_range=0.1, **extra)
+    if arch == "deberta-v2":
+        return t.DebertaV2Config(vocab_size=vocab, hidden_size=32, max_position_embeddings=128, pad_token_id=0,
+                                 relative_attention=True, position_buckets=32, pos_att_type=["p2c", "c2p"],
+                                 position_biased_input=False, type_vocab_size=0, **TINY, **extra)
     raise ValueError(arch)
 
 

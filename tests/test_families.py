@@ -105,6 +105,10 @@ CASES = [
     *[Case(f"sequence_classification", "sequence_classification", arch,
            _hf(arch, "sequence_classification", labels=SENTIMENT), _heads("sequence_classification"))
       for arch in synthetic.ARCHS],
+    Case("embedding-mean", "embedding", "deberta-v2", _hf("deberta-v2", "embedding"), _content_pools(["mean"]),
+         {"readout": {"pooling": "mean", "rows": "content"}}),
+    Case("sequence_classification", "sequence_classification", "modernbert",
+         _hf("modernbert", "sequence_classification", labels=SENTIMENT), _heads("sequence_classification")),
     Case("multilabel_classification", "multilabel_classification", "roberta",
          _hf("roberta", "multilabel_classification", labels=["toxic", "spam", "urgent"],
              problem_type="multi_label_classification"),
