@@ -25,9 +25,9 @@ class GraphClient:
             return self.tokenizer.encode(item)
         return self.tokenizer.encode(item[0], item[1])
 
-    def _pad(self, encs: list, side: str, width: int) -> dict[str, np.ndarray]:
+    def _pad(self, encs: list, side: str, width: int, pad_id: int) -> dict[str, np.ndarray]:
         n = len(encs)
-        ids = np.full((n, width), self.pad, np.int64)
+        ids = np.full((n, width), pad_id, np.int64)
         mask = np.zeros((n, width), np.int64)
         types = np.zeros((n, width), np.int64)
         for i, e in enumerate(encs):
@@ -36,8 +36,10 @@ class GraphClient:
             ids[i, cols], mask[i, cols], types[i, cols] = e.ids, 1, e.type_ids
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
-    def run(self, items: Sequence[Any], side: str, batch: int) -> list[dict[str, np.ndarray]]:
-        """Outputs per item, in input order; per-row outputs keep only the rows the mask marks valid."""
+    def run(self, items: Sequence[Any], side: str, batch: int, pad_id: int | None = None) -> list[dict[str, np.ndarray]]:
+        """Outputs per item, in input order; per-row outputs keep only the rows the mask marks valid.
+
+        ``pad_id`` overrides the id written into padding rows (the mask alone must mark padding)."""
         results: list[dict[str, np.ndarray]] = []
         names = [o["name"] for o in self.record["outputs"]]
         inputs = [i["name"] for i in self.record["inputs"]]
@@ -50,10 +52,14 @@ class GraphClient:
             else:
                 encs = [self._encode(x) for x in chunk]
             width = max(len(e.ids) for e in encs)
-            feed = self._pad(encs, side, width)
+            feed = self._pad(encs, side, width, self.pad if pad_id is None else pad_id)
             if choices:
                 feed = {key: v.reshape(len(chunk), k, width) for key, v in feed.items()}
             outs = self.session.run(names, {name: feed[name] for name in inputs})
+            for spec, value in zip(self.record["outputs"], outs):
+                assert value.dtype == np.dtype(spec["dtype"]), (spec["name"], value.dtype)
+                if "sequence" in spec["axes"]:  # the ABI: rows with attention_mask 0 carry 0
+                    assert not value[feed["attention_mask"] == 0].any(), f"{spec['name']}: padding rows not 0"
             for i in range(len(chunk)):
                 row: dict[str, np.ndarray] = {}
                 for spec, value in zip(self.record["outputs"], outs):

@@ -9,6 +9,7 @@ TEXTS = [
     "naïve café résumé — déjà vu",
     "A measurement not taken is not evaluated, never a silent pass; a tampered file is refused.",
     "short one",
+    "hello 🤗 world",  # the emoji is [UNK] in WordPiece vocabularies: content, not a special row
     ("Transformers encode every token of a sentence into a contextual vector. The readout decides which rows "
      "are pooled, whether special tokens count, how the vectors are projected and normalized, and what the "
      "numbers mean: logits, probabilities or cosine similarities. Exporting only the backbone loses that."),
@@ -23,11 +24,16 @@ PAIRS = [
                                "through three cities and many small villages along its banks."),
     ("cat", "The cat sat on the mat."),
     ("What is exported?", "The graph with its readout: pooling, projection, normalization and the head."),
-]
+    ("Which rows are pooled?", " ".join(["The readout decides which rows are pooled, whether special tokens count, "
+                                          "how vectors are projected and normalized, and what numbers mean."] * 4)),
+]  # the last context is longer than 128 tokens: truncation cuts the context, never the question
 
 CHOICES = [
     ("The capital of France is", ["Paris.", "Berlin, a city in Germany.", "the moon"]),
     ("A zero-row pool is", ["refused loudly.", "a silent zero vector that enters the index", "fine"]),
     ("Padding is", ["not identity", "identity", "a position shift that changes every row of the batch"]),
     ("Which runtime needs no torch?", ["the thin SDK", "eager PyTorch", "a notebook"]),
+    ("Outputs return", ["in input order", "sorted by length", "at random"]),
+    ("A tampered file is", ["refused with its name", "loaded anyway", "silently repaired"]),
+    ("Max pooling fills invalid rows with", ["minus infinity", "zero", "the mean of the valid rows"]),
 ]

@@ -82,19 +82,22 @@ def sentence_transformers_embeddings(model_dir: Path, texts: Sequence[str]) -> l
     return [{"embeddings": v} for v in vectors]
 
 
+def _each_alone(auto: str, model_dir: Path, items: Sequence[Any], max_length: int, read):
+    """Run transformers ``auto`` model on each item alone; ``read(output, encoding)`` picks the result."""
+    import transformers
+
+    model = getattr(transformers, auto).from_pretrained(str(model_dir)).eval()
+    tok = _tokenizer(model_dir)
+    with torch.no_grad():
+        return [read(model(**_model_inputs(model, enc)), enc)
+                for enc in (_encode(tok, item, max_length) for item in items)]
+
+
 def hidden_rows(model_dir: Path, items: Sequence[Any], max_length: int):
     """(last_hidden_state rows, special-token mask) per example alone, from transformers AutoModel."""
-    from transformers import AutoModel
-
-    model = AutoModel.from_pretrained(str(model_dir)).eval()
-    tok = _tokenizer(model_dir)
-    out = []
-    with torch.no_grad():
-        for item in items:
-            enc = _encode(tok, item, max_length)
-            h = model(**_model_inputs(model, enc)).last_hidden_state[0].numpy()
-            out.append((h, enc["special_tokens_mask"][0].numpy().astype(bool)))
-    return out
+    return _each_alone("AutoModel", model_dir, items, max_length,
+                       lambda out, enc: (out.last_hidden_state[0].numpy(),
+                                         enc["special_tokens_mask"][0].numpy().astype(bool)))
 
 
 def pool_numpy(h: np.ndarray, keep: np.ndarray, mode: str) -> np.ndarray:
@@ -135,14 +138,5 @@ def late_interaction_outputs(model_dir: Path, texts: Sequence[str], max_length: 
 
 def splade_outputs(model_dir: Path, texts: Sequence[str], max_length: int):
     """SPLADE: max over rows of log(1 + relu(MLM logits)), each text alone."""
-    from transformers import AutoModelForMaskedLM
-
-    model = AutoModelForMaskedLM.from_pretrained(str(model_dir)).eval()
-    tok = _tokenizer(model_dir)
-    out = []
-    with torch.no_grad():
-        for text in texts:
-            enc = _encode(tok, text, max_length)
-            logits = model(**_model_inputs(model, enc)).logits[0]
-            out.append({"sparse_weights": torch.log1p(torch.relu(logits)).max(0).values.numpy()})
-    return out
+    return _each_alone("AutoModelForMaskedLM", model_dir, texts, max_length,
+                       lambda out, enc: {"sparse_weights": torch.log1p(torch.relu(out.logits[0])).max(0).values.numpy()})

@@ -145,14 +145,16 @@ def test_graph_matches_eager_per_example(case: Case, tmp_path: Path, build_artif
     assert client.record["contextual_state"]["model_type"] == case.arch
     expected = case.oracle(model_dir, case.items, client.record["input"]["max_length"])
     worst = 0.0
-    for side in ("left", "right"):
+    # the declared pad id on both sides, then a wrong pad id (3): the mask alone marks padding
+    for side, pad in (("left", None), ("right", None), ("left", 3)):
         for batch in (1, 2, 7):
-            got = client.run(case.items, side, batch)
+            got = client.run(case.items, side, batch, pad_id=pad)
             assert len(got) == len(expected)
             for i, (g, e) in enumerate(zip(got, expected)):
                 for name, ref in e.items():
                     assert g[name].shape == ref.shape, f"{name} item {i}: {g[name].shape} vs {ref.shape}"
                     err = float(np.max(np.abs(g[name].astype(np.float64) - ref))) if ref.size else 0.0
-                    assert err <= TOLERANCE, f"{name} item {i}, {side} padding, batch {batch}: error {err:.3g}"
+                    assert err <= TOLERANCE, f"{name} item {i}, {side} padding (pad id {pad}), batch {batch}: " \
+                                             f"error {err:.3g}"
                     worst = max(worst, err)
     record_error(f"{case.family} / {case.arch} ({case.id})", worst)

@@ -151,8 +151,9 @@ def test_thresholds_count(tmp_path, classifier):
     expect_error(tmp_path, doc, "$.thresholds", "2 thresholds for 3 labels")
 
 
-def test_max_length_beyond_position_table(tmp_path, minilm):
-    expect_error(tmp_path, base(minilm, max_length=1000), "$.max_length", "256")
+def test_max_length_disagrees_with_sentence_transformers(tmp_path, minilm):
+    expect_error(tmp_path, base(minilm, max_length=1000), "$.max_length",
+                 "manifest says 1000 but the sentence-transformers config (max_seq_length) declares 256")
 
 
 def test_max_length_beyond_table_without_st_config(tmp_path, classifier):
@@ -199,6 +200,43 @@ def test_validate_accepts_the_example(tmp_path, minilm):
     assert result.exit_code == 0, result.output
     assert "valid embedding manifest" in result.output
     assert list(tmp_path.iterdir()) == [tmp_path / "manifest.json"]
+
+
+def test_truncation_side_disagrees_with_tokenizer(tmp_path, classifier):
+    doc = base(classifier, family="sequence_classification", truncation={"side": "left"})
+    expect_error(tmp_path, doc, "$.truncation.side", "tokenizer_config.json (truncation_side) declares 'right'")
+
+
+def test_cls_needs_a_leading_special_token(tmp_path, tmp_path_factory):
+    qwen = synthetic.make_model("qwen2", "embedding", tmp_path_factory.mktemp("qwen") / "m")
+    expect_error(tmp_path, base(qwen, readout={"pooling": "cls"}), "$.readout.pooling", "puts none there")
+
+
+def test_pickled_projection_loads_only_as_tensors(tmp_path, tmp_path_factory):
+    """The exporter's own .bin path (a Dense projection) refuses a pickle that would run code."""
+    import torch
+
+    root = synthetic.make_model("bert", "embedding", tmp_path_factory.mktemp("dense") / "m")
+    marker = tmp_path_factory.mktemp("marker") / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (root / "1_Dense").mkdir()
+    torch.save({"linear.weight": Payload()}, str(root / "1_Dense" / "pytorch_model.bin"))
+    (root / "1_Dense" / "config.json").write_text(json.dumps({"in_features": 32, "out_features": 8, "bias": False}))
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "1_Dense", "type": "sentence_transformers.models.Dense"}]))
+    (root / "1_Pooling").mkdir()
+    (root / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": "mean"}))
+    result = run(tmp_path, base(root), command="build")
+    assert result.exit_code == 1, result.output
+    assert "Weights only load failed" in result.stderr or "weights_only" in result.stderr, result.stderr
+    assert not marker.exists(), "the pickle ran code while loading weights"
+    assert not (tmp_path / "out").exists()
 
 
 def test_pickled_weights_load_only_as_tensors(tmp_path, tmp_path_factory):

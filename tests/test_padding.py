@@ -4,6 +4,8 @@ graph (positions from the mask) does not. This also shows the family tests can f
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -45,7 +47,9 @@ def test_left_padding_needs_mask_positions(build_artifact):
 
 def test_installed_command_exit_codes(tmp_path):
     """The console script itself: --help works; a bad manifest is exit 2 with one line and no traceback."""
-    exe = [sys.executable, "-m", "readout_export.cli"]
+    found = shutil.which("readout-export", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert found, "the readout-export console script is not installed"
+    exe = [found]
     assert subprocess.run(exe + ["--help"], capture_output=True).returncode == 0
     (tmp_path / "m.json").write_text(json.dumps({"schema": "readout-export/manifest/1", "model": "nowhere",
                                                  "family": "embedding", "output_dir": "out"}))

@@ -49,8 +49,12 @@ def build(manifest_path: str | Path, force: bool = False, progress: Progress | N
     plan = validate(manifest_path)
     out = plan.output_dir
     _check_destination(out, force)
+    created = [p for p in reversed(out.parents) if not p.exists()]  # removed again if the build fails
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700; an artifact is read by other accounts too
     log: list[str] = []
 
     def step(msg: str) -> None:
@@ -68,6 +72,10 @@ def build(manifest_path: str | Path, force: bool = False, progress: Progress | N
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        if not out.exists():
+            for p in reversed(created):
+                if p.is_dir() and not any(p.iterdir()):
+                    p.rmdir()
 
 
 def _check_destination(out: Path, force: bool) -> None:
@@ -88,7 +96,12 @@ def _move_into_place(staging: Path, out: Path) -> None:
     if out.exists():
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         os.replace(out, old)
-    os.replace(staging, out)
+    try:
+        os.replace(staging, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)  # put the previous artifact back
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -120,28 +133,23 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.loader import load_core, load_dense
     from readout_export.onnx_export import check_export, example_inputs, export_onnx
     from readout_export.record import build_record, weights_digest
-    from readout_export.tokenizer_io import load_tokenizer
 
     _quiet_libraries()
     for note in plan.notes:
         step(f"note: {note}")
     step(f"tokenizer: {plan.source.tokenizer_dir}")
-    tok = load_tokenizer(plan.source.tokenizer_dir, plan.max_length, plan.truncation_side, plan.truncation_strategy)
-    if plan.pooling and "cls" in plan.pooling and not tok.leading_special:
-        raise ManifestError("$.readout.pooling", "'cls' reads the special token the tokenizer puts first, but this "
-                                                 "tokenizer puts none there; use 'first_valid' or 'last_token'")
+    tok = plan.tokenizer
     tok.backend.save(str(staging / "tokenizer.json"))
     tok_sha = sha256_file(staging / "tokenizer.json")
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
-    core, kinds = load_core(plan)
+    core, kinds = load_core(plan, tok.pad_id)
     model_config = core.model.config
     if plan.labels is not None and plan.family != "multiple_choice" and model_config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {model_config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
-    special = tok.all_special_ids
-    graph = ReadoutGraph(plan.family, core, kinds, special_ids=special, pooling=plan.pooling, rows=plan.rows,
-                         dense=dense, normalize=plan.normalize, uses_token_types=core.takes_token_types).eval()
+    graph = ReadoutGraph(plan.family, core, kinds, special_ids=tok.inserted_ids, pad_id=tok.pad_id,
+                         pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize).eval()
 
     inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types)
     with torch.no_grad():

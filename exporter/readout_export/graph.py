@@ -88,13 +88,14 @@ class Dense(nn.Module):
 class ReadoutGraph(nn.Module):
     """Backbone/head + readout for one family, with the ABI's inputs and outputs.
 
-    ``core`` maps compacted (input_ids, attention_mask, token_type_ids) to a tuple of tensors, each
+    ``special_ids`` are the ids the tokenizer inserts (excluded from ``content`` rows). ``core`` maps
+    compacted (input_ids, attention_mask, token_type_ids) to a tuple of tensors, each
     either per-row ([N, S, ...]) or pooled ([N, ...]) as ``core_kinds`` says.
     """
 
     def __init__(self, family: str, core: nn.Module, core_kinds: tuple[str, ...], *, special_ids: list[int],
-                 pooling: list[str] | None = None, rows: str = "attention", dense: list[Dense] | None = None,
-                 normalize: str = "none", uses_token_types: bool = False):
+                 pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
+                 dense: list[Dense] | None = None, normalize: str = "none"):
         super().__init__()
         self.family = family
         self.core = core
@@ -103,7 +104,7 @@ class ReadoutGraph(nn.Module):
         self.rows = rows
         self.dense = nn.ModuleList(dense or [])
         self.normalize = normalize
-        self.uses_token_types = uses_token_types
+        self.pad_id = int(pad_id)
         self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
                              persistent=False)
 
@@ -115,7 +116,12 @@ class ReadoutGraph(nn.Module):
         mask = attention_mask.reshape(-1, seq).to(torch.long)
         types = token_type_ids.reshape(-1, seq) if token_type_ids is not None else None
         dest = compaction_index(mask)
-        outs = self.core(compact(ids, dest), compact(mask, dest), compact(types, dest) if types is not None else None)
+        mask_c = compact(mask, dest)
+        # Padding is whatever the caller put there; heads that look for pad ids (e.g. Qwen2's last
+        # token) must see the declared pad id, so invalid rows are rewritten to it.
+        ids_c = torch.where(mask_c.bool(), compact(ids, dest), torch.full_like(ids, self.pad_id))
+        types_c = compact(types, dest) if types is not None else None
+        outs = self.core(ids_c, mask_c, types_c)
         attention = mask.to(torch.float32)
         restored = []
         for y, kind in zip(outs, self.core_kinds):

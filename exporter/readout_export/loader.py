@@ -54,8 +54,12 @@ def takes_token_types(model: nn.Module, config: dict) -> bool:
     return "token_type_ids" in params and int(config.get("type_vocab_size", 0) or 0) > 1
 
 
-def load_core(plan: Plan) -> tuple[Core, tuple[str, ...]]:
-    """Load the transformers model for ``plan.family`` from local files only."""
+def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
+    """Load the transformers model for ``plan.family`` from local files only.
+
+    A head that finds rows by pad id (decoder classifiers) gets the tokenizer's pad id when its
+    config names none; the graph writes that id into every padding row.
+    """
     import transformers
 
     auto_name, attributes, kinds = CORES[plan.family]
@@ -74,6 +78,8 @@ def load_core(plan: Plan) -> tuple[Core, tuple[str, ...]]:
         raise BuildError(f"{plan.source.transformer_dir}: weights lack {len(missing)} tensors the {plan.family} "
                          f"head needs (e.g. {sorted(missing)[:3]}); it would run with random weights")
     model.eval()
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = pad_id
     core = Core(model, attributes, takes_token_types(model, plan.source.config), plan.family == "multiple_choice")
     return core, kinds
 

@@ -75,7 +75,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
             "positions": "rank_among_valid_rows",
             "dtype": "float32",
         },
-        "readout": _readout(plan, head),
+        "readout": _readout(plan, head, tok),
         "output": _output(plan, out_dims),
         "provenance": {
             "weights_sha256": weights_sha256,
@@ -92,8 +92,10 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
     return record
 
 
-def _readout(plan: Plan, head: str | None) -> dict[str, Any]:
+def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]:
     readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero"}
+    if plan.rows == "content":
+        readout["content_excluded_ids"] = tok.inserted_ids
     if plan.family in ("embedding", "sparse"):
         readout["pooling"] = list(plan.pooling or [])
     if plan.family in ("embedding", "late_interaction"):

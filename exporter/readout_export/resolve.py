@@ -47,6 +47,7 @@ class Plan:
     targets: list[dict[str, str]] = field(default_factory=list)
     opset: int = 18
     notes: list[str] = field(default_factory=list)
+    tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known
 
     @property
     def output_dir(self) -> Path:
@@ -66,7 +67,7 @@ def position_limit(source: ModelSource) -> int | None:
     if table is None:
         return None
     if source.model_type in OFFSET_POSITIONS:
-        return int(table) - int(source.config.get("pad_token_id", 1)) - 1
+        return int(table) - int(source.config.get("pad_token_id") or 1) - 1
     return int(table)
 
 
@@ -84,7 +85,8 @@ def resolve(manifest: Manifest) -> Plan:
     plan = Plan(manifest, source, family, 0, "right", "longest_first" if spec.pair_input else "longest_first")
     if family == "extractive_qa":
         plan.truncation_strategy = "only_second"
-    plan.truncation_side = data.get("truncation", {}).get("side", "right")
+    plan.truncation_side = _agree("$.truncation.side", source.truncation_side, data.get("truncation", {}).get("side"),
+                                  "tokenizer_config.json (truncation_side)") or "right"
     _resolve_max_length(plan, data.get("max_length"))
     _resolve_targets(plan, data.get("targets"))
     plan.opset = int(data.get("opset", 18))
@@ -118,6 +120,7 @@ def resolve(manifest: Manifest) -> Plan:
             raise ManifestError("$.score_type", "softmax needs at least 2 classes; this head has 1")
     elif family != "embedding":
         plan.score_type = spec.score_types[0]
+    _resolve_tokenizer(plan)
     if family == "extractive_qa":
         plan.null_policy = data.get("null_policy", "none")
         plan.stride = int(data.get("stride", min(128, plan.max_length // 4)))
@@ -125,6 +128,16 @@ def resolve(manifest: Manifest) -> Plan:
             raise ManifestError("$.stride", f"expected less than half of max_length ({plan.max_length // 2}), "
                                             f"got {plan.stride}")
     return plan
+
+
+def _resolve_tokenizer(plan: Plan) -> None:
+    from readout_export.tokenizer_io import load_tokenizer
+
+    plan.tokenizer = load_tokenizer(plan.source.tokenizer_dir, plan.max_length, plan.truncation_side,
+                                    plan.truncation_strategy)
+    if plan.pooling and "cls" in plan.pooling and not plan.tokenizer.leading_special:
+        raise ManifestError("$.readout.pooling", "'cls' reads the special token the tokenizer puts first, but this "
+                                                 "tokenizer puts none there; use 'first_valid' or 'last_token'")
 
 
 def _resolve_max_length(plan: Plan, stated: int | None) -> None:

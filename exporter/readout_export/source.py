@@ -57,6 +57,7 @@ class ModelSource:
     dense: list[DenseSpec] = field(default_factory=list)
     st_max_length: int | None = None
     tokenizer_max_length: int | None = None
+    truncation_side: str | None = None
     similarity: str | None = None
     prompts: dict[str, str] = field(default_factory=dict)
     cross_activation: str | None = None
@@ -97,6 +98,12 @@ def read_source(root: Path) -> ModelSource:
     weights = [transformer_dir / w for w in WEIGHT_FILES if (transformer_dir / w).is_file()]
     if not weights:
         raise ManifestError("$.model", f"no weights in {transformer_dir}: expected one of {', '.join(WEIGHT_FILES)}")
+    for index in [w for w in weights if w.name.endswith(".index.json")]:  # sharded: hash every shard too
+        shards = sorted(set(_read_json(index, "$.model").get("weight_map", {}).values()))
+        missing = [s for s in shards if not (transformer_dir / s).is_file()]
+        if missing:
+            raise ManifestError("$.model", f"{index.name} names shards that are missing: {missing[:3]}")
+        weights += [transformer_dir / s for s in shards]
     tok_dir = transformer_dir if any((transformer_dir / t).is_file() for t in TOKENIZER_SOURCES) else root
     if not any((tok_dir / t).is_file() for t in TOKENIZER_SOURCES):
         raise ManifestError("$.model", f"no tokenizer in {root}: expected tokenizer.json (or a vocabulary "
@@ -106,7 +113,9 @@ def read_source(root: Path) -> ModelSource:
         _read_st_module(src, i, m)
     p = tok_dir / "tokenizer_config.json"
     if p.is_file():
-        value = _read_json(p, "$.model").get("model_max_length")
+        tok_config = _read_json(p, "$.model")
+        src.truncation_side = tok_config.get("truncation_side")
+        value = tok_config.get("model_max_length")
         if isinstance(value, int) and value < 1_000_000:  # transformers writes ~1e30 for "no limit"
             src.tokenizer_max_length = value
     p = transformer_dir / "sentence_bert_config.json"

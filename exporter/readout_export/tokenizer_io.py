@@ -22,6 +22,7 @@ class TokenizerInfo:
     backend: Any  # tokenizers.Tokenizer
     special_ids: dict[str, int]
     all_special_ids: list[int]
+    inserted_ids: list[int]  # ids the tokenizer inserts itself ([CLS], [SEP], <s>, </s>, ...) plus pad
     pad_id: int
     leading_special: bool  # a special token is placed before the text (e.g. [CLS], <s>)
     source_file: Path | None
@@ -51,6 +52,10 @@ def load_tokenizer(tok_dir: Path, max_length: int, side: str, strategy: str) -> 
     backend.enable_truncation(max_length, strategy=strategy, direction=side)
     probe = backend.encode("a", add_special_tokens=True)
     leading = bool(probe.special_tokens_mask) and probe.special_tokens_mask[0] == 1
+    # "content" rows exclude what the tokenizer inserts, not every special id: [UNK] is content.
+    inserted = {int(pad)}
+    for enc in (probe, backend.encode("a", "b", add_special_tokens=True)):
+        inserted |= {i for i, m in zip(enc.ids, enc.special_tokens_mask) if m}
     src = tok_dir / "tokenizer.json"
-    return TokenizerInfo(backend, special, sorted(set(hf.all_special_ids)), int(pad), leading,
+    return TokenizerInfo(backend, special, sorted(set(hf.all_special_ids)), sorted(inserted), int(pad), leading,
                          src if src.is_file() else None)
