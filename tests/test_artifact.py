@@ -179,3 +179,16 @@ def test_every_command_has_help(command):
 def test_usage_error_exits_2():
     result = CliRunner().invoke(main, ["build"])
     assert result.exit_code == 2
+
+
+def test_thin_sdk_reads_artifacts_without_torch(built):
+    """readout_sdk verifies an artifact without importing torch or transformers (even where installed)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, readout_sdk; a = readout_sdk.open_artifact(sys.argv[1]); "
+            "heavy = [m for m in ('torch', 'transformers', 'onnx') if m in sys.modules]; "
+            "assert not heavy, heavy; print(a.family)")
+    done = subprocess.run([sys.executable, "-c", code, str(built)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "embedding"

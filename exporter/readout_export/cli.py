@@ -28,6 +28,18 @@ def _run(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
         _fail(code, f"{type(e).__name__}: {e}" if code == 1 else str(e), as_json, debug)
 
 
+def _require_export_extra() -> None:
+    """Building needs torch, transformers and onnx; the base install (the thin SDK) has none of them."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+    if missing:
+        from readout_export.errors import ReadoutExportError
+
+        raise ReadoutExportError(f"building needs the export extra (missing: {', '.join(missing)}); "
+                                 "install it with: pip install 'readout-export[export]'")
+
+
 def _fail(code: int, message: str, as_json: bool, debug: bool) -> None:
     if debug:
         traceback.print_exc()
@@ -60,7 +72,11 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
         if not quiet and not as_json:
             click.echo(f"  {msg}", err=True)
 
-    result = _run(debug, as_json, lambda: do_build(manifest, force=force, progress=progress))
+    def go():
+        _require_export_extra()
+        return do_build(manifest, force=force, progress=progress)
+
+    result = _run(debug, as_json, go)
     if as_json:
         click.echo(json.dumps({"ok": True, "output_dir": str(result.output_dir), "targets": result.targets,
                                "family": result.record["family"], "max_abs_error": result.max_abs_error,
