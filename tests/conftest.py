@@ -46,3 +46,18 @@ def build_artifact(tmp_path):
         return build(path, force=force).output_dir
 
     return _build
+
+
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory):
+    """shared(key) -> (model_dir, artifact_dir), built once per session (see tests/sdk_fixtures.py)."""
+    from sdk_fixtures import build_shared
+
+    cache: dict = {}
+
+    def get(key: str):
+        if key not in cache:
+            cache[key] = build_shared(key, tmp_path_factory.mktemp(key))
+        return cache[key]
+
+    return get

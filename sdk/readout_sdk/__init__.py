@@ -1,7 +1,9 @@
-"""readout_sdk: the thin, torch-free side of readout-export.
+"""readout_sdk: the thin, torch-free runtime of readout-export.
 
-This package owns the ABI types (`readout_sdk.abi`) and artifact reading and verification
-(`readout_sdk.artifact`). The exporter and the parity harness import from here, never the other way.
+``readout_sdk.load(path)`` verifies an artifact and returns an :class:`Engine` whose calls return
+typed results (vectors, labels, entities with character offsets, answer spans, scores). This package
+also owns the ABI types (`readout_sdk.abi`) and artifact verification (`readout_sdk.artifact`); the
+exporter and the parity harness import from here, never the other way.
 """
 from readout_sdk.abi import (
     ABI_VERSION,
@@ -13,17 +15,15 @@ from readout_sdk.abi import (
     validate_record,
 )
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
+from readout_sdk.engine import Engine, load
+from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
+from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
+                                 SparseVector, TokenVectors)
 
 __all__ = [
-    "ABI_VERSION",
-    "FAMILIES",
-    "AbiError",
-    "Artifact",
-    "ArtifactError",
-    "FamilySpec",
-    "TensorSpec",
-    "family_spec",
-    "open_artifact",
-    "validate_record",
+    "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "Choice", "Classification",
+    "DeviceUnavailable", "Embeddings", "Engine", "Entity", "FamilySpec", "InputRefused", "MultiLabel", "Regression",
+    "Scored", "SdkError", "SparseVector", "TensorSpec", "TokenVectors", "WrongCall", "family_spec", "load",
+    "open_artifact", "validate_record",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Decisions that turn raw outputs into answers: scores, entity merging, answer spans."""

@@ -1,0 +1,318 @@
+"""`readout_sdk.load` and `Engine`: typed results from an artifact, without torch.
+
+Every call returns results in input order. Inputs are sorted by length into batches padded to the
+batch's longest item, and scattered back. An `Engine` holds no per-call state, so one engine may be
+used from several threads at once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from readout_sdk.abi import METADATA_KEY
+from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
+from readout_sdk.backend import make_session, pick_target, providers_for
+from readout_sdk.decode import scores as S
+from readout_sdk.decode.spans import best_spans, window_probabilities
+from readout_sdk.decode.tagging import decode_entities, pieces
+from readout_sdk.errors import InputRefused, WrongCall
+from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
+                                 SparseVector, TokenVectors)
+from readout_sdk.text import Prepared, Progress, TextEncoder, check_items, chunks, run_sorted
+
+CALLS = {"embedding": "embed", "sequence_classification": "classify", "multilabel_classification": "classify",
+         "regression": "classify", "token_classification": "tag", "extractive_qa": "answer",
+         "cross_encoder": "rerank or score_pairs", "late_interaction": "encode_tokens", "sparse": "sparse_encode",
+         "multiple_choice": "choose"}
+CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
+
+
+def load(path: str | Path, device: str = "auto", precision: str | None = None) -> "Engine":
+    """Load and verify an artifact; return an :class:`Engine`.
+
+    ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
+    picks among the artifact's targets (default: the most precise that runs here). Before anything
+    runs, the ABI major version, every file's sha256 and the graph's embedded record are checked.
+    """
+    art = open_artifact(path, check_graphs=False)
+    providers = providers_for(device)
+    target = pick_target(art.targets, precision, device)
+    session = make_session(art.path / target.file, providers)
+    embedded = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+    if embedded is None or json.loads(embedded) != art.record:
+        raise ArtifactError(f"{target.file}: the record embedded in the graph differs from readout.json")
+    return Engine(art, session, target.precision, providers)
+
+
+class Engine:
+    """A loaded artifact. Family-specific calls refuse other families, naming the right call."""
+
+    def __init__(self, artifact: Artifact, session: Any, precision: str, providers: list[str]):
+        self.artifact = artifact
+        self.abi: dict[str, Any] = artifact.record
+        self.family: str = self.abi["family"]
+        self.labels: tuple[str, ...] | None = tuple(self.abi["output"]["labels"]) if self.abi["output"].get("labels") else None
+        self.precision = precision
+        self.providers = tuple(session.get_providers())
+        self.device = "cpu" if self.providers[0] == "CPUExecutionProvider" else "cuda"
+        self._session = session
+        self._names = [o["name"] for o in self.abi["outputs"]]
+        self._encoder = TextEncoder(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
+        window = self.abi["output"].get("window") or {}
+        self._windows = self._encoder.windowed(int(window["stride"])) if "stride" in window else None
+
+    def __repr__(self) -> str:
+        return f"Engine({self.abi['name']!r}, family={self.family}, device={self.device}, precision={self.precision})"
+
+    # ---- raw access -------------------------------------------------------------------------
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The graph's raw named outputs, for callers who tokenize themselves."""
+        feed = {"input_ids": np.asarray(input_ids, np.int64), "attention_mask": np.asarray(attention_mask, np.int64)}
+        if "token_type_ids" in self._encoder.inputs:
+            feed["token_type_ids"] = (np.zeros_like(feed["input_ids"]) if token_type_ids is None
+                                      else np.asarray(token_type_ids, np.int64))
+        return dict(zip(self._names, self._session.run(self._names, feed)))
+
+    def _forward(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self._names, self._session.run(self._names, feed)))
+
+    def _need(self, call: str, *families: str) -> None:
+        if self.family not in families:
+            raise WrongCall(f"{call}() is for {' / '.join(families)} artifacts; this artifact is {self.family}: "
+                            f"use {CALLS[self.family]}()")
+
+    def _outputs(self, items: Iterable[Any], batch_size: int, show_progress: bool, pair: bool = False,
+                 what: str = "texts") -> tuple[list[dict[str, np.ndarray]], list[bool], list[Any]]:
+        """Encode (checking types and the zero-row policy), run sorted batches; outputs in input order."""
+        outs: list[dict[str, np.ndarray]] = []
+        truncated: list[bool] = []
+        kept: list[Any] = []
+        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        progress = Progress(show_progress, total, what)
+        base = 0
+        for chunk in chunks(check_items(items, what), CHUNK):
+            prepared = []
+            for j, item in enumerate(chunk):
+                if pair:
+                    _check_pair(base + j, item)
+                elif not isinstance(item, str):
+                    raise TypeError(f"item {base + j}: expected str, got {type(item).__name__}")
+                enc = self._encoder.encode(base + j, item)
+                self._encoder.check(base + j, enc)
+                prepared.append(Prepared((enc,), bool(enc.overflowing)))
+            outs += run_sorted(prepared, batch_size, self._encoder, self._forward, progress)
+            truncated += [p.truncated for p in prepared]
+            kept += chunk
+            base += len(chunk)
+        progress.close()
+        return outs, truncated, kept
+
+    # ---- embedding --------------------------------------------------------------------------
+    def embed(self, texts: Iterable[str], batch_size: int = 32, show_progress: bool = False) -> Embeddings:
+        """Vectors for ``texts`` with the declared normalization and similarity."""
+        self._need("embed", "embedding")
+        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
+        dim = self.abi["output"]["dim"]
+        vectors = np.stack([o["embeddings"] for o in outs]) if outs else np.zeros((0, dim), np.float32)
+        return Embeddings(vectors, bool(self.abi["output"]["normalized"]), self.abi["output"]["score_type"],
+                          tuple(truncated))
+
+    # ---- classification families -----------------------------------------------------------
+    def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int = 32,
+                 show_progress: bool = False) -> list[Classification] | list[MultiLabel] | list[Regression]:
+        """Per text: the decision the record declares (single label, multilabel, or named values)."""
+        self._need("classify", "sequence_classification", "multilabel_classification", "regression")
+        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
+        labels = list(self.labels or ())
+        results: list[Any] = []
+        for o, cut in zip(outs, truncated):
+            if self.family == "regression":
+                results.append(Regression(dict(zip(labels, map(float, o["values"]))), cut))
+                continue
+            probs = S.apply(self.abi["output"]["score_type"], o["logits"])
+            scores = dict(zip(labels, map(float, probs)))
+            if self.family == "multilabel_classification":
+                th = dict(zip(labels, self.abi["output"]["thresholds"]))
+                on = tuple(lab for lab in labels if scores[lab] >= th[lab])
+                results.append(MultiLabel(on, scores, th, "probability", cut))
+                continue
+            order = sorted(range(len(labels)), key=lambda k: (-probs[k], k))
+            top = tuple((labels[k], float(probs[k])) for k in order[:max(top_k, 1)])
+            results.append(Classification(top[0][0], top[0][1], scores, "probability", top, cut))
+        return results
+
+    # ---- token classification ---------------------------------------------------------------
+    def tag(self, texts: Iterable[str], aggregation: str = "simple", batch_size: int = 32,
+            show_progress: bool = False) -> list[list[Entity]]:
+        """Entities per text with character offsets; aggregation as in transformers' pipeline."""
+        self._need("tag", "token_classification")
+        outs, _, kept = self._outputs(texts, batch_size, show_progress)
+        labels = list(self.labels or ())
+        unk = self.abi["input"]["special_token_ids"].get("unk")
+        prefix = getattr(self._encoder.tokenizer.model, "continuing_subword_prefix", None)
+        results = []
+        for text, o in zip(kept, outs):
+            enc = self._encoder.tokenizer.encode(text)
+            probs = S.softmax(o["token_logits"])
+            ps = pieces(text, probs, enc.offsets, enc.special_tokens_mask, enc.ids, enc.tokens, unk, prefix)
+            results.append(decode_entities(text, ps, labels, aggregation))
+        return results
+
+    # ---- extractive QA ----------------------------------------------------------------------
+    def answer(self, question: str, context: str, top_k: int = 1, max_answer_length: int = 30,
+               batch_size: int = 32) -> Answer | list[Answer]:
+        """The best answer span(s) in ``context``: one :class:`Answer` for top_k=1, else a list, best first.
+
+        Long contexts are split into overlapping windows (the record's stride); spans never cross
+        windows and are mapped back to character offsets in ``context``.
+        """
+        self._need("answer", "extractive_qa")
+        _check_pair(0, (question, context), ("question", "context"))
+        assert self._windows is not None
+        first = self._windows.encode(question, context)
+        windows = [first] + list(first.overflowing)
+        for w in windows:
+            self._encoder.check(0, w, "context")
+        prepared = [Prepared((w,), False) for w in windows]
+        outs = run_sorted(prepared, batch_size, self._encoder, self._forward)
+        null_row = 0 if self.abi["output"].get("null_policy") == "cls" else None
+        candidates: list[tuple[float, int, int]] = []
+        null_score = None
+        for w, o in zip(windows, outs):
+            context_rows = np.array([sid == 1 for sid in w.sequence_ids])
+            p_s, p_e = window_probabilities(o["start_logits"], o["end_logits"], context_rows, null_row)
+            if null_row is not None:
+                score = float(p_s[null_row] * p_e[null_row])
+                null_score = score if null_score is None else min(null_score, score)
+            for score, s, e in best_spans(p_s, p_e, context_rows, max_answer_length, top_k):
+                candidates.append((score, w.offsets[s][0], w.offsets[e][1]))
+        seen, answers = set(), []
+        for score, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
+            if (a, b) not in seen:
+                seen.add((a, b))
+                answers.append(Answer(context[a:b], a, b, score))
+        if null_score is not None:
+            answers.append(Answer("", 0, 0, null_score, is_null=True))
+            answers.sort(key=lambda x: -x.score)
+        answers = answers[:top_k]
+        if not answers:
+            raise InputRefused("no admissible answer span: the context is empty after truncation")
+        return answers[0] if top_k == 1 else answers
+
+    # ---- cross-encoder ----------------------------------------------------------------------
+    def score_pairs(self, pairs: Iterable[tuple[str, str]], batch_size: int = 32,
+                    show_progress: bool = False) -> list[Scored]:
+        """Scores of (query, document) pairs with the declared score type, in input order."""
+        self._need("score_pairs", "cross_encoder")
+        outs, _, kept = self._outputs(pairs, batch_size, show_progress, pair=True, what="pairs")
+        out = []
+        for i, (o, pair) in enumerate(zip(outs, kept)):
+            values = S.apply(self.abi["output"]["score_type"], o["logits"])
+            out.append(Scored(i, float(values.max()) if len(values) > 1 else float(values[0]), pair[1]))
+        return out
+
+    def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
+               batch_size: int = 32) -> list[Scored]:
+        """Documents sorted by score (descending; ties keep input order), each with its input index."""
+        self._need("rerank", "cross_encoder")
+        if len(self.labels or ()) != 1:
+            raise WrongCall("rerank() needs a cross-encoder with one score per pair; use score_pairs()")
+        docs = check_items(documents, "documents")
+        scored = self.score_pairs([(query, d) for d in docs], batch_size)
+        ranked = sorted(scored, key=lambda s: (-s.score, s.index))
+        return ranked[:top_k] if top_k is not None else ranked
+
+    # ---- late interaction -------------------------------------------------------------------
+    def encode_tokens(self, texts: Iterable[str], batch_size: int = 32,
+                      show_progress: bool = False) -> list[TokenVectors]:
+        """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order."""
+        self._need("encode_tokens", "late_interaction")
+        outs, _, kept = self._outputs(texts, batch_size, show_progress)
+        result = []
+        for text, o in zip(kept, outs):
+            keep = o["token_mask"].astype(bool)
+            tokens = self._encoder.tokenizer.encode(text).tokens
+            result.append(TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k)))
+        return result
+
+    @staticmethod
+    def maxsim(query: TokenVectors | np.ndarray, document: TokenVectors | np.ndarray) -> float:
+        """Sum over query rows of the best dot product with any document row (ColBERT MaxSim)."""
+        q = query.vectors if isinstance(query, TokenVectors) else np.asarray(query)
+        d = document.vectors if isinstance(document, TokenVectors) else np.asarray(document)
+        if len(q) == 0 or len(d) == 0:
+            raise InputRefused("maxsim needs at least one row on each side")
+        return float((q.astype(np.float64) @ d.astype(np.float64).T).max(axis=1).sum())
+
+    # ---- sparse -----------------------------------------------------------------------------
+    def sparse_encode(self, texts: Iterable[str], batch_size: int = 32,
+                      show_progress: bool = False) -> list[SparseVector]:
+        """Per text, the nonzero vocabulary weights, heaviest first, with their tokens."""
+        self._need("sparse_encode", "sparse")
+        outs, _, _ = self._outputs(texts, batch_size, show_progress)
+        result = []
+        for o in outs:
+            w = o["sparse_weights"]
+            idx = np.flatnonzero(w > 0)
+            idx = idx[np.lexsort((idx, -w[idx]))]
+            tokens = tuple(self._encoder.tokenizer.id_to_token(int(i)) or "" for i in idx)
+            result.append(SparseVector(idx, w[idx], tokens))
+        return result
+
+    # ---- multiple choice --------------------------------------------------------------------
+    def choose(self, question: str, choices: Sequence[str]) -> Choice:
+        """The most probable choice (softmax over choices; ties to the lowest index)."""
+        self._need("choose", "multiple_choice")
+        options = check_items(choices, "choices")
+        if not options:
+            raise InputRefused("choose() needs at least one choice")
+        encs = []
+        for i, c in enumerate(options):
+            _check_pair(i, (question, c), ("question", "choice"))
+            enc = self._encoder.encode(i, (question, c))
+            self._encoder.check(i, enc)
+            encs.append(enc)
+        out = run_sorted([Prepared(tuple(encs), False)], 1, self._encoder, self._forward)[0]
+        probs = S.softmax(out["logits"])
+        k = S.argmax_first(probs)
+        return Choice(k, options[k], float(probs[k]), tuple(map(float, probs)))
+
+    # ---- dispatch ---------------------------------------------------------------------------
+    def predict(self, inputs: Any, **kwargs: Any) -> Any:
+        """Dispatch to the family's call: texts, (question, context), pairs, or (question, choices)."""
+        f = self.family
+        if f == "embedding":
+            return self.embed(inputs, **kwargs)
+        if f in ("sequence_classification", "multilabel_classification", "regression"):
+            return self.classify(inputs, **kwargs)
+        if f == "token_classification":
+            return self.tag(inputs, **kwargs)
+        if f == "extractive_qa":
+            return self.answer(*_two(inputs, "(question, context)"), **kwargs)
+        if f == "cross_encoder":
+            return self.score_pairs(inputs, **kwargs)
+        if f == "late_interaction":
+            return self.encode_tokens(inputs, **kwargs)
+        if f == "sparse":
+            return self.sparse_encode(inputs, **kwargs)
+        return self.choose(*_two(inputs, "(question, choices)"), **kwargs)
+
+
+def _two(inputs: Any, what: str) -> tuple[Any, Any]:
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+        raise TypeError(f"expected {what}, got {type(inputs).__name__}")
+    return inputs[0], inputs[1]
+
+
+def _check_pair(index: int, item: Any, roles: tuple[str, str] = ("query", "document")) -> None:
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise TypeError(f"item {index}: expected a ({roles[0]}, {roles[1]}) pair, got {type(item).__name__}")
+    for role, value in zip(roles, item):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputRefused(f"item {index}: the {role} is missing or empty")
+        if not isinstance(value, str):
+            raise TypeError(f"item {index}: the {role} must be str, got {type(value).__name__}")

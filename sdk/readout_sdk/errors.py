@@ -1,0 +1,18 @@
+"""Errors the SDK raises; each message names the problem and, where there is one, the fix."""
+from __future__ import annotations
+
+
+class SdkError(Exception):
+    """Base class of SDK errors."""
+
+
+class InputRefused(SdkError, ValueError):
+    """An input this artifact's record says cannot be answered (e.g. zero rows to pool)."""
+
+
+class WrongCall(SdkError, TypeError):
+    """A family-specific call on an engine of another family."""
+
+
+class DeviceUnavailable(SdkError, RuntimeError):
+    """The requested device or precision does not exist on this machine or in this artifact."""
