@@ -19,10 +19,10 @@ COMMON_FIELDS = {"schema", "name", "model", "family", "output_dir", "max_length"
 
 # Fields (and readout sub-fields) each family accepts beyond the common ones.
 FAMILY_FIELDS: dict[str, set[str]] = {
-    "embedding": {"readout", "score_type"},
-    "sequence_classification": {"labels"},
-    "multilabel_classification": {"labels", "thresholds"},
-    "regression": {"labels"},
+    "embedding": {"readout", "score_type", "long_inputs"},
+    "sequence_classification": {"labels", "long_inputs"},
+    "multilabel_classification": {"labels", "thresholds", "long_inputs"},
+    "regression": {"labels", "long_inputs"},
     "token_classification": {"labels"},
     "extractive_qa": {"null_policy", "stride"},
     "cross_encoder": {"labels", "score_type"},
@@ -42,6 +42,7 @@ WHY_NOT: dict[str, str] = {
     "score_type": "its score type is fixed by the family",
     "null_policy": "only extractive_qa has a no-answer policy",
     "stride": "only extractive_qa splits long contexts into windows",
+    "long_inputs": "its long inputs are truncated (extractive_qa always uses windows)",
 }
 
 

@@ -66,6 +66,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
             "token_type_ids": token_types,
             "tokenizer_file": "tokenizer.json",
             "prompts": plan.source.prompts,
+            "long_inputs": plan.long_inputs,
         },
         "contextual_state": {
             "layer": -1,

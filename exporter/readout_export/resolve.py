@@ -48,6 +48,7 @@ class Plan:
     opset: int = 18
     notes: list[str] = field(default_factory=list)
     tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known
+    long_inputs: dict[str, Any] = field(default_factory=lambda: {"policy": "truncate"})
 
     @property
     def output_dir(self) -> Path:
@@ -127,7 +128,35 @@ def resolve(manifest: Manifest) -> Plan:
         if plan.stride >= plan.max_length // 2:
             raise ManifestError("$.stride", f"expected less than half of max_length ({plan.max_length // 2}), "
                                             f"got {plan.stride}")
+        plan.long_inputs = {"policy": "windows", "stride": plan.stride, "aggregation": "best_span"}
+    if "long_inputs" in data:
+        _resolve_long_inputs(plan, data["long_inputs"])
     return plan
+
+
+AGGREGATIONS = {"embedding": ("mean",), "regression": ("mean",),
+                "sequence_classification": ("mean_logits", "mean_probabilities"),
+                "multilabel_classification": ("mean_logits", "mean_probabilities")}
+
+
+def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:
+    if spec["policy"] == "truncate":
+        extra = sorted(set(spec) - {"policy"})
+        if extra:
+            raise ManifestError(f"$.long_inputs.{extra[0]}", "applies only to policy 'windows'")
+        plan.long_inputs = {"policy": "truncate"}
+        return
+    allowed = AGGREGATIONS[plan.family]
+    if "aggregation" not in spec:
+        raise ManifestError("$.long_inputs.aggregation", f"windows need a declared aggregation: one of {list(allowed)}")
+    if spec["aggregation"] not in allowed:
+        raise ManifestError("$.long_inputs.aggregation", f"expected one of {list(allowed)} for {plan.family}, "
+                                                         f"got {spec['aggregation']!r}")
+    stride = int(spec.get("stride", plan.max_length // 4))
+    if stride >= plan.max_length // 2:
+        raise ManifestError("$.long_inputs.stride", f"expected less than half of max_length "
+                                                    f"({plan.max_length // 2}), got {stride}")
+    plan.long_inputs = {"policy": "windows", "stride": stride, "aggregation": spec["aggregation"]}
 
 
 def _resolve_tokenizer(plan: Plan) -> None:

@@ -61,8 +61,9 @@ class Engine:
         self._session = session
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._encoder = TextEncoder(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
-        window = self.abi["output"].get("window") or {}
-        self._windows = self._encoder.windowed(int(window["stride"])) if "stride" in window else None
+        self._long = self.abi["input"].get("long_inputs") or {"policy": "truncate"}
+        stride = self._long.get("stride", (self.abi["output"].get("window") or {}).get("stride"))
+        self._windows = self._encoder.windowed(int(stride)) if stride is not None else None
 
     def __repr__(self) -> str:
         return f"Engine({self.abi['name']!r}, family={self.family}, device={self.device}, precision={self.precision})"
@@ -94,22 +95,43 @@ class Engine:
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
         base = 0
+        windowed = self._long["policy"] == "windows" and self.family != "extractive_qa"
         for chunk in chunks(check_items(items, what), CHUNK):
-            prepared = []
+            prepared, owner = [], []
             for j, item in enumerate(chunk):
                 if pair:
                     _check_pair(base + j, item)
                 elif not isinstance(item, str):
                     raise TypeError(f"item {base + j}: expected str, got {type(item).__name__}")
-                enc = self._encoder.encode(base + j, item)
+                enc = self._encoder.encode(base + j, item, self._windows if windowed else None)
                 self._encoder.check(base + j, enc)
-                prepared.append(Prepared((enc,), bool(enc.overflowing)))
-            outs += run_sorted(prepared, batch_size, self._encoder, self._forward, progress)
-            truncated += [p.truncated for p in prepared]
+                parts = [enc] + list(enc.overflowing) if windowed else [enc]
+                prepared += [Prepared((p,), bool(p.overflowing) and not windowed) for p in parts]
+                owner += [j] * len(parts)
+            results = run_sorted(prepared, batch_size, self._encoder, self._forward, progress)
+            grouped: list[list[dict[str, np.ndarray]]] = [[] for _ in chunk]
+            cut = [False] * len(chunk)
+            for r, p, o in zip(results, prepared, owner):
+                grouped[o].append(r)
+                cut[o] = cut[o] or p.truncated
+            outs += [g[0] if len(g) == 1 else self._aggregate(g) for g in grouped]
+            truncated += cut
             kept += chunk
             base += len(chunk)
         progress.close()
         return outs, truncated, kept
+
+    def _aggregate(self, windows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Combine one long text's windows with the record's declared aggregation."""
+        how = self._long["aggregation"]
+        if how == "mean_probabilities":
+            probs = np.mean([S.apply(self.abi["output"]["score_type"], w["logits"]) for w in windows], axis=0)
+            return {"probabilities": probs}
+        merged = {k: np.mean([w[k] for w in windows], axis=0) for k in windows[0]}  # mean / mean_logits
+        if self.family == "embedding" and self.abi["output"]["normalized"]:
+            v = merged["embeddings"]
+            merged["embeddings"] = (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
+        return merged
 
     # ---- embedding --------------------------------------------------------------------------
     def embed(self, texts: Iterable[str], batch_size: int = 32, show_progress: bool = False) -> Embeddings:
@@ -133,7 +155,7 @@ class Engine:
             if self.family == "regression":
                 results.append(Regression(dict(zip(labels, map(float, o["values"]))), cut))
                 continue
-            probs = S.apply(self.abi["output"]["score_type"], o["logits"])
+            probs = o["probabilities"] if "probabilities" in o else S.apply(self.abi["output"]["score_type"], o["logits"])
             scores = dict(zip(labels, map(float, probs)))
             if self.family == "multilabel_classification":
                 th = dict(zip(labels, self.abi["output"]["thresholds"]))

@@ -1,0 +1,186 @@
+"""SDK behaviour: refusals, input order, batching, iterators, threads, long-input policies, raw runs,
+dispatch, devices. Models: REAL all-MiniLM-L6-v2 and SYNTHETIC tiny models (tests/synthetic.py)."""
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+import readout_sdk
+import synthetic
+from corpus import TEXTS
+from readout_sdk import DeviceUnavailable, InputRefused, WrongCall
+from readout_sdk.artifact import ArtifactError
+
+
+@pytest.fixture(scope="module")
+def minilm(shared):
+    return readout_sdk.load(shared("embedding")[1])
+
+
+def test_engine_exposes_what_was_loaded(minilm, shared):
+    assert minilm.family == "embedding" and minilm.abi["abi_version"] == "readout-abi/1"
+    assert minilm.labels is None and minilm.device == "cpu" and minilm.precision == "fp32"
+    classifier = readout_sdk.load(shared("classify")[1])
+    assert classifier.labels == ("negative", "neutral", "positive")
+
+
+def test_empty_list_gives_empty_result(minilm):
+    result = minilm.embed([])
+    assert result.vectors.shape == (0, 384) and len(result) == 0
+
+
+def test_non_string_is_type_error_naming_index(minilm):
+    with pytest.raises(TypeError, match="item 2: expected str, got int"):
+        minilm.embed(["a", "b", 3])
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        minilm.embed("a bare string")
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_text_is_refused_not_a_zero_vector(minilm, text):
+    with pytest.raises(InputRefused, match="item 1: the text has no content tokens"):
+        minilm.embed(["fine", text])
+
+
+def test_missing_side_of_a_pair_is_refused(shared):
+    qa = readout_sdk.load(shared("qa")[1])
+    with pytest.raises(InputRefused, match="the context is missing or empty"):
+        qa.answer("Who?", "")
+    with pytest.raises(InputRefused, match="the question is missing or empty"):
+        qa.answer(None, "Some context.")
+    cross = readout_sdk.load(shared("cross")[1])
+    with pytest.raises(InputRefused, match="item 1: the document is missing or empty"):
+        cross.score_pairs([("q", "d"), ("q", "")])
+
+
+def test_wrong_family_call_names_the_right_one(minilm, shared):
+    with pytest.raises(WrongCall, match=r"classify\(\) is for .*this artifact is embedding: use embed\(\)"):
+        minilm.classify(["x"])
+    tagger = readout_sdk.load(shared("tag-bert")[1])
+    with pytest.raises(WrongCall, match=r"use tag\(\)"):
+        tagger.embed(["x"])
+
+
+def test_results_come_back_in_input_order_whatever_the_batching(minilm):
+    texts = list(TEXTS) + [t.upper() for t in TEXTS]
+    alone = np.stack([minilm.embed([t]).vectors[0] for t in texts])
+    for batch in (1, 3, 64):
+        assert np.abs(minilm.embed(texts, batch_size=batch).vectors - alone).max() < 1e-5
+
+
+def test_threads_give_the_same_results_as_sequential_calls(minilm):
+    jobs = [TEXTS[i:] + TEXTS[:i] for i in range(8)]
+    sequential = [minilm.embed(j, batch_size=3).vectors for j in jobs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        parallel = list(pool.map(lambda j: minilm.embed(j, batch_size=3).vectors, jobs))
+    for a, b in zip(sequential, parallel):
+        assert np.array_equal(a, b)
+
+
+def test_truncation_is_flagged(minilm):
+    long = " ".join(["word"] * 400)
+    result = minilm.embed(["short", long])
+    assert result.truncated == (False, True)
+
+
+def test_run_gives_raw_named_outputs(minilm):
+    enc = minilm._encoder.tokenizer.encode("hello world")
+    out = minilm.run(np.array([enc.ids]), np.array([enc.attention_mask]))
+    assert set(out) == {"embeddings"}
+    assert np.abs(out["embeddings"][0] - minilm.embed(["hello world"]).vectors[0]).max() < 1e-6
+
+
+def test_predict_dispatches_by_family(minilm, shared):
+    assert isinstance(minilm.predict(["x"]), readout_sdk.Embeddings)
+    qa = readout_sdk.load(shared("qa")[1])
+    assert isinstance(qa.predict(("Who wrote it?", "Ada wrote it.")), readout_sdk.Answer)
+    choice = readout_sdk.load(shared("choice")[1])
+    assert isinstance(choice.predict(("Pick", ["a", "b"])), readout_sdk.Choice)
+
+
+def test_progress_bar_on_stderr(minilm, capsys):
+    minilm.embed(TEXTS, batch_size=2, show_progress=True)
+    assert f"texts: {len(TEXTS)}/{len(TEXTS)}" in capsys.readouterr().err
+
+
+def test_unavailable_device_and_precision_are_clear(shared):
+    artifact = shared("embedding")[1]
+    with pytest.raises(DeviceUnavailable, match="this machine offers: .*CPUExecutionProvider"):
+        readout_sdk.load(artifact, device="cuda")
+    with pytest.raises(DeviceUnavailable, match="precision 'int8' is not in this artifact .*onnx-fp32"):
+        readout_sdk.load(artifact, precision="int8")
+
+
+def test_load_refuses_unknown_abi_and_tampered_files(shared, tmp_path):
+    src = shared("classify")[1]
+    bad = tmp_path / "v2"
+    shutil.copytree(src, bad)
+    meta = json.loads((bad / "readout.json").read_text())
+    meta["abi"]["abi_version"] = "readout-abi/2"
+    (bad / "readout.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="readout-abi/2.*readout-abi/1"):
+        readout_sdk.load(bad)
+    tampered = tmp_path / "tampered"
+    shutil.copytree(src, tampered)
+    with open(tampered / "tokenizer.json", "a") as f:
+        f.write(" ")
+    with pytest.raises(ArtifactError, match="tokenizer.json: sha256"):
+        readout_sdk.load(tampered)
+
+
+def test_late_interaction_tokens_and_maxsim(tmp_path, build_artifact):
+    from test_families import _late_model
+    import oracles
+
+    model = _late_model(tmp_path)
+    engine = readout_sdk.load(build_artifact({"model": str(model), "family": "late_interaction",
+                                              "readout": {"rows": "content"}}))
+    q, d = engine.encode_tokens(["who wrote the report", TEXTS[2]])
+    ref = oracles.late_interaction_outputs(model, ["who wrote the report", TEXTS[2]], 128, content=True)
+    rq = ref[0]["token_vectors"][ref[0]["token_mask"].astype(bool)]
+    rd = ref[1]["token_vectors"][ref[1]["token_mask"].astype(bool)]
+    assert q.vectors.shape == rq.shape and "[CLS]" not in q.tokens
+    assert abs(engine.maxsim(q, d) - float((rq @ rd.T).max(1).sum())) < 1e-4
+
+
+def test_long_inputs_windows_with_declared_aggregation(tmp_path, build_artifact):
+    """Embedding windows: mean of window vectors, then L2; checked against eager windows."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = synthetic.make_st_model("bert", tmp_path, ["mean"], normalize=True)
+    artifact = build_artifact({"model": str(model), "family": "embedding",
+                               "long_inputs": {"policy": "windows", "stride": 8, "aggregation": "mean"}})
+    engine = readout_sdk.load(artifact)
+    text = " ".join([TEXTS[-1]] * 3)  # > 128 tokens
+    got = engine.embed([text, "short"])
+    assert got.truncated == (False, False)
+    tok = AutoTokenizer.from_pretrained(str(model))
+    enc = tok(text, truncation=True, max_length=128, stride=8, return_overflowing_tokens=True)
+    assert len(enc["input_ids"]) > 1
+    hf = AutoModel.from_pretrained(str(model)).eval()
+    vectors = []
+    with torch.no_grad():
+        for ids in enc["input_ids"]:
+            v = hf(input_ids=torch.tensor([ids])).last_hidden_state[0].mean(0)
+            vectors.append(torch.nn.functional.normalize(v, dim=0))
+    mean = torch.nn.functional.normalize(torch.stack(vectors).mean(0), dim=0).numpy()
+    assert np.abs(got.vectors[0] - mean).max() < 1e-4
+
+
+def test_long_inputs_need_a_declared_aggregation(tmp_path):
+    from click.testing import CliRunner
+
+    from readout_export.cli import main
+
+    model = synthetic.make_model("bert", "sequence_classification", tmp_path / "m", labels=["a", "b"])
+    (tmp_path / "m.json").write_text(json.dumps({"schema": "readout-export/manifest/1", "model": str(model),
+                                                 "family": "sequence_classification", "output_dir": "o",
+                                                 "long_inputs": {"policy": "windows", "aggregation": "mean"}}))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "m.json")])
+    assert result.exit_code == 2 and "$.long_inputs.aggregation" in result.stderr
+    assert "mean_logits" in result.stderr
