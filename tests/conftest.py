@@ -61,3 +61,11 @@ def shared(tmp_path_factory):
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def shared_qa(shared):
+    """An engine over the windowed QA artifact (max_length 48)."""
+    import readout_sdk
+
+    return readout_sdk.load(shared("qa")[1])
