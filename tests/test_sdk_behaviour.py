@@ -184,3 +184,24 @@ def test_long_inputs_need_a_declared_aggregation(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "m.json")])
     assert result.exit_code == 2 and "$.long_inputs.aggregation" in result.stderr
     assert "mean_logits" in result.stderr
+
+
+def test_classification_windows_mean_probabilities(tmp_path, build_artifact):
+    """Classification windows: mean of per-window softmax, checked against eager windows."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = synthetic.make_model("bert", "sequence_classification", tmp_path / "m", labels=["a", "b", "c"])
+    artifact = build_artifact({"model": str(model), "family": "sequence_classification", "max_length": 32,
+                               "long_inputs": {"policy": "windows", "stride": 4,
+                                               "aggregation": "mean_probabilities"}})
+    got = readout_sdk.load(artifact).classify([TEXTS[-1]])[0]
+    tok = AutoTokenizer.from_pretrained(str(model))
+    enc = tok(TEXTS[-1], truncation=True, max_length=32, stride=4, return_overflowing_tokens=True)
+    assert len(enc["input_ids"]) > 2
+    hf = AutoModelForSequenceClassification.from_pretrained(str(model)).eval()
+    with torch.no_grad():
+        probs = [torch.softmax(hf(input_ids=torch.tensor([ids])).logits[0], -1) for ids in enc["input_ids"]]
+    mean = torch.stack(probs).mean(0).numpy()
+    assert not got.truncated
+    assert np.abs(np.array([got.scores[k] for k in "abc"]) - mean).max() < 1e-4
+    assert got.label == "abc"[int(mean.argmax())]
