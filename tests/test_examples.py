@@ -22,7 +22,7 @@ def run_app(app: str, artifact: Path, *args: str) -> str:
     ("classify.py", "classify", "probability"),
     ("classify.py", "multilabel", "day"),
     ("classify.py", "regression", "valence"),
-    ("tag.py", "tag-bert", ""),
+    ("tag.py", "tag-bert", "entities"),
     ("answer.py", "qa", "score"),
     ("rerank.py", "cross", "#"),
     ("sparse.py", "sparse", "nonzero terms"),

@@ -108,6 +108,47 @@ def test_progress_bar_on_stderr(minilm, capsys):
     assert f"texts: {len(TEXTS)}/{len(TEXTS)}" in capsys.readouterr().err
 
 
+def test_iterators_are_consumed_in_chunks(minilm, monkeypatch):
+    import readout_sdk.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "CHUNK", 8)
+    consumed = []
+
+    def texts():
+        for i in range(30):
+            consumed.append(i)
+            yield f"sentence number {i}"
+
+    seen_at_first_batch = []
+    real = minilm._forward
+    monkeypatch.setattr(minilm, "_forward", lambda feed: (seen_at_first_batch.append(len(consumed)), real(feed))[1])
+    result = minilm.embed(texts(), batch_size=4)
+    assert len(result) == 30 and seen_at_first_batch[0] <= 8
+    assert np.abs(result.vectors[17] - minilm.embed(["sentence number 17"]).vectors[0]).max() < 1e-5
+
+
+def test_argument_checks(minilm, shared):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        minilm.embed(["x"], batch_size=0)
+    qa = readout_sdk.load(shared("qa")[1])
+    with pytest.raises(ValueError, match="max_answer_length"):
+        qa.answer("q", "c", max_answer_length=0)
+    with pytest.raises(InputRefused, match="question is too long"):
+        qa.answer(" ".join(["why"] * 200), "short context")
+
+
+def test_truncation_is_flagged_for_every_family(shared):
+    long = " ".join(["London"] * 700)
+    tagger = readout_sdk.load(shared("tag-bert")[1])
+    assert [t.truncated for t in tagger.tag(["Ada", long])] == [False, True]
+    splade = readout_sdk.load(shared("sparse")[1])
+    assert [v.truncated for v in splade.sparse_encode(["cat", long])] == [False, True]
+    cross = readout_sdk.load(shared("cross")[1])
+    assert [s.truncated for s in cross.score_pairs([("q", "d"), ("q", long)])] == [False, True]
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers(),
+                    reason="this machine has CUDA; the refusal path cannot be shown here")
 def test_unavailable_device_and_precision_are_clear(shared):
     artifact = shared("embedding")[1]
     with pytest.raises(DeviceUnavailable, match="this machine offers: .*CPUExecutionProvider"):

@@ -18,12 +18,12 @@ from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.engine import Engine, load
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
-                                 SparseVector, TokenVectors)
+                                 SparseVector, TaggedText, TokenVectors)
 
 __all__ = [
     "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "Choice", "Classification",
     "DeviceUnavailable", "Embeddings", "Engine", "Entity", "FamilySpec", "InputRefused", "MultiLabel", "Regression",
-    "Scored", "SdkError", "SparseVector", "TensorSpec", "TokenVectors", "WrongCall", "family_spec", "load",
+    "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors", "WrongCall", "family_spec", "load",
     "open_artifact", "validate_record",
 ]
 __version__ = "0.1.0"

@@ -6,7 +6,9 @@ from pathlib import Path
 from readout_sdk.errors import DeviceUnavailable
 
 PRECISION_ORDER = ("fp32", "bf16", "fp16", "int8")  # most precise first
-GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+# ONNX Runtime's TensorRT provider rebuilds engines for every new padded shape unless profiles and an
+# engine cache are configured; native TensorRT engines arrive with the TensorRT issue. CUDA for now.
+GPU_PROVIDERS = ("CUDAExecutionProvider",)
 
 
 def providers_for(device: str) -> list[str]:
@@ -19,7 +21,7 @@ def providers_for(device: str) -> list[str]:
         return ["CPUExecutionProvider"]
     if device == "cuda":
         if not gpu:
-            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
+            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDAExecutionProvider); "
                                     f"this machine offers: {', '.join(available)}")
         return gpu + ["CPUExecutionProvider"]
     if device == "auto":

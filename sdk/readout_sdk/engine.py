@@ -18,15 +18,17 @@ from readout_sdk.backend import make_session, pick_target, providers_for
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.tagging import decode_entities, pieces
-from readout_sdk.errors import InputRefused, WrongCall
-from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
-                                 SparseVector, TokenVectors)
+from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
+from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
+                                 SparseVector, TaggedText, TokenVectors)
 from readout_sdk.text import Prepared, Progress, TextEncoder, check_items, chunks, run_sorted
 
 CALLS = {"embedding": "embed", "sequence_classification": "classify", "multilabel_classification": "classify",
          "regression": "classify", "token_classification": "tag", "extractive_qa": "answer",
          "cross_encoder": "rerank or score_pairs", "late_interaction": "encode_tokens", "sparse": "sparse_encode",
          "multiple_choice": "choose"}
+WINDOW_FAMILIES = ("embedding", "sequence_classification", "multilabel_classification", "regression",
+                   "extractive_qa")
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 
 
@@ -41,6 +43,9 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None) -
     providers = providers_for(device)
     target = pick_target(art.targets, precision, device)
     session = make_session(art.path / target.file, providers)
+    if device == "cuda" and session.get_providers()[0] == "CPUExecutionProvider":
+        raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
+                                "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
     embedded = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
     if embedded is None or json.loads(embedded) != art.record:
         raise ArtifactError(f"{target.file}: the record embedded in the graph differs from readout.json")
@@ -62,6 +67,9 @@ class Engine:
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._encoder = TextEncoder(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
         self._long = self.abi["input"].get("long_inputs") or {"policy": "truncate"}
+        if self._long["policy"] == "windows" and self.family not in WINDOW_FAMILIES:
+            raise ArtifactError(f"readout.json declares windows for {self.family}, whose per-row outputs "
+                                "cannot be combined across windows")
         stride = self._long.get("stride", (self.abi["output"].get("window") or {}).get("stride"))
         self._windows = self._encoder.windowed(int(stride)) if stride is not None else None
 
@@ -92,12 +100,13 @@ class Engine:
         outs: list[dict[str, np.ndarray]] = []
         truncated: list[bool] = []
         kept: list[Any] = []
+        _positive(batch_size=batch_size)
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
         base = 0
         windowed = self._long["policy"] == "windows" and self.family != "extractive_qa"
         for chunk in chunks(check_items(items, what), CHUNK):
-            prepared, owner = [], []
+            prepared, owner, weights = [], [], []
             for j, item in enumerate(chunk):
                 if pair:
                     _check_pair(base + j, item)
@@ -108,7 +117,8 @@ class Engine:
                 parts = [enc] + list(enc.overflowing) if windowed else [enc]
                 prepared += [Prepared((p,), bool(p.overflowing) and not windowed) for p in parts]
                 owner += [j] * len(parts)
-            results = run_sorted(prepared, batch_size, self._encoder, self._forward, progress)
+                weights += [1.0 / len(parts)] * len(parts)
+            results = run_sorted(prepared, batch_size, self._encoder, self._forward, progress, weights)
             grouped: list[list[dict[str, np.ndarray]]] = [[] for _ in chunk]
             cut = [False] * len(chunk)
             for r, p, o in zip(results, prepared, owner):
@@ -148,6 +158,7 @@ class Engine:
                  show_progress: bool = False) -> list[Classification] | list[MultiLabel] | list[Regression]:
         """Per text: the decision the record declares (single label, multilabel, or named values)."""
         self._need("classify", "sequence_classification", "multilabel_classification", "regression")
+        _positive(top_k=top_k, batch_size=batch_size)
         outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
         labels = list(self.labels or ())
         results: list[Any] = []
@@ -169,19 +180,19 @@ class Engine:
 
     # ---- token classification ---------------------------------------------------------------
     def tag(self, texts: Iterable[str], aggregation: str = "simple", batch_size: int = 32,
-            show_progress: bool = False) -> list[list[Entity]]:
+            show_progress: bool = False) -> list[TaggedText]:
         """Entities per text with character offsets; aggregation as in transformers' pipeline."""
         self._need("tag", "token_classification")
-        outs, _, kept = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, kept = self._outputs(texts, batch_size, show_progress)
         labels = list(self.labels or ())
         unk = self.abi["input"]["special_token_ids"].get("unk")
         prefix = getattr(self._encoder.tokenizer.model, "continuing_subword_prefix", None)
         results = []
-        for text, o in zip(kept, outs):
+        for text, o, cut in zip(kept, outs, truncated):
             enc = self._encoder.tokenizer.encode(text)
             probs = S.softmax(o["token_logits"])
             ps = pieces(text, probs, enc.offsets, enc.special_tokens_mask, enc.ids, enc.tokens, unk, prefix)
-            results.append(decode_entities(text, ps, labels, aggregation))
+            results.append(TaggedText(tuple(decode_entities(text, ps, labels, aggregation)), cut))
         return results
 
     # ---- extractive QA ----------------------------------------------------------------------
@@ -194,20 +205,27 @@ class Engine:
         """
         self._need("answer", "extractive_qa")
         _check_pair(0, (question, context), ("question", "context"))
+        _positive(top_k=top_k, max_answer_length=max_answer_length, batch_size=batch_size)
         assert self._windows is not None
-        first = self._windows.encode(question, context)
+        try:
+            first = self._windows.encode(question, context)
+        except Exception as e:  # tokenizers raises a bare Exception when the question fills the window
+            raise InputRefused(f"the question is too long for max_length {self._encoder.max_length}: {e}") from None
         windows = [first] + list(first.overflowing)
         for w in windows:
             self._encoder.check(0, w, "context")
         prepared = [Prepared((w,), False) for w in windows]
         outs = run_sorted(prepared, batch_size, self._encoder, self._forward)
-        null_row = 0 if self.abi["output"].get("null_policy") == "cls" else None
+        has_null = self.abi["output"].get("null_policy") == "cls"
+        cls_id = self.abi["input"]["special_token_ids"].get("cls")
         candidates: list[tuple[float, int, int]] = []
         null_score = None
         for w, o in zip(windows, outs):
             context_rows = np.array([sid == 1 for sid in w.sequence_ids])
+            # like transformers' QA pipeline, the [CLS] row stays in the softmax whatever the null policy
+            null_row = 0 if (cls_id is not None and w.ids[0] == cls_id) or has_null else None
             p_s, p_e = window_probabilities(o["start_logits"], o["end_logits"], context_rows, null_row)
-            if null_row is not None:
+            if has_null and null_row is not None:
                 score = float(p_s[null_row] * p_e[null_row])
                 null_score = score if null_score is None else min(null_score, score)
             for score, s, e in best_spans(p_s, p_e, context_rows, max_answer_length, top_k):
@@ -230,11 +248,11 @@ class Engine:
                     show_progress: bool = False) -> list[Scored]:
         """Scores of (query, document) pairs with the declared score type, in input order."""
         self._need("score_pairs", "cross_encoder")
-        outs, _, kept = self._outputs(pairs, batch_size, show_progress, pair=True, what="pairs")
+        outs, truncated, kept = self._outputs(pairs, batch_size, show_progress, pair=True, what="pairs")
         out = []
-        for i, (o, pair) in enumerate(zip(outs, kept)):
+        for i, (o, pair, cut) in enumerate(zip(outs, kept, truncated)):
             values = S.apply(self.abi["output"]["score_type"], o["logits"])
-            out.append(Scored(i, float(values.max()) if len(values) > 1 else float(values[0]), pair[1]))
+            out.append(Scored(i, float(values[-1]), pair[1], tuple(map(float, values)), cut))
         return out
 
     def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
@@ -243,7 +261,7 @@ class Engine:
         self._need("rerank", "cross_encoder")
         if len(self.labels or ()) != 1:
             raise WrongCall("rerank() needs a cross-encoder with one score per pair; use score_pairs()")
-        docs = check_items(documents, "documents")
+        docs = list(check_items(documents, "documents"))
         scored = self.score_pairs([(query, d) for d in docs], batch_size)
         ranked = sorted(scored, key=lambda s: (-s.score, s.index))
         return ranked[:top_k] if top_k is not None else ranked
@@ -253,12 +271,12 @@ class Engine:
                       show_progress: bool = False) -> list[TokenVectors]:
         """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order."""
         self._need("encode_tokens", "late_interaction")
-        outs, _, kept = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, kept = self._outputs(texts, batch_size, show_progress)
         result = []
-        for text, o in zip(kept, outs):
+        for text, o, cut in zip(kept, outs, truncated):
             keep = o["token_mask"].astype(bool)
             tokens = self._encoder.tokenizer.encode(text).tokens
-            result.append(TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k)))
+            result.append(TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k), cut))
         return result
 
     @staticmethod
@@ -275,21 +293,21 @@ class Engine:
                       show_progress: bool = False) -> list[SparseVector]:
         """Per text, the nonzero vocabulary weights, heaviest first, with their tokens."""
         self._need("sparse_encode", "sparse")
-        outs, _, _ = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
         result = []
-        for o in outs:
+        for o, cut in zip(outs, truncated):
             w = o["sparse_weights"]
             idx = np.flatnonzero(w > 0)
             idx = idx[np.lexsort((idx, -w[idx]))]
             tokens = tuple(self._encoder.tokenizer.id_to_token(int(i)) or "" for i in idx)
-            result.append(SparseVector(idx, w[idx], tokens))
+            result.append(SparseVector(idx, w[idx], tokens, cut))
         return result
 
     # ---- multiple choice --------------------------------------------------------------------
     def choose(self, question: str, choices: Sequence[str]) -> Choice:
         """The most probable choice (softmax over choices; ties to the lowest index)."""
         self._need("choose", "multiple_choice")
-        options = check_items(choices, "choices")
+        options = list(check_items(choices, "choices"))
         if not options:
             raise InputRefused("choose() needs at least one choice")
         encs = []
@@ -301,7 +319,7 @@ class Engine:
         out = run_sorted([Prepared(tuple(encs), False)], 1, self._encoder, self._forward)[0]
         probs = S.softmax(out["logits"])
         k = S.argmax_first(probs)
-        return Choice(k, options[k], float(probs[k]), tuple(map(float, probs)))
+        return Choice(k, options[k], float(probs[k]), tuple(map(float, probs)), any(bool(e.overflowing) for e in encs))
 
     # ---- dispatch ---------------------------------------------------------------------------
     def predict(self, inputs: Any, **kwargs: Any) -> Any:
@@ -322,6 +340,12 @@ class Engine:
         if f == "sparse":
             return self.sparse_encode(inputs, **kwargs)
         return self.choose(*_two(inputs, "(question, choices)"), **kwargs)
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _two(inputs: Any, what: str) -> tuple[Any, Any]:

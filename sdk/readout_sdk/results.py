@@ -90,6 +90,23 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class TaggedText:
+    """The entities of one text (iterable like a list) and whether the text was cut at max_length."""
+
+    entities: tuple[Entity, ...]
+    truncated: bool = False
+
+    def __iter__(self):
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def __getitem__(self, i):
+        return self.entities[i]
+
+
+@dataclass(frozen=True)
 class Answer:
     """An answer span in the context (character offsets), or the no-answer result (``is_null``)."""
 
@@ -107,6 +124,8 @@ class Scored:
     index: int
     score: float
     document: str | None = None
+    scores: tuple[float, ...] = ()  # every class's score (multi-class cross-encoders); score is the last one
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +134,7 @@ class TokenVectors:
 
     vectors: np.ndarray
     tokens: tuple[str, ...] = field(default_factory=tuple)
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vectors", _frozen(np.asarray(self.vectors, dtype=np.float32)))
@@ -127,6 +147,7 @@ class SparseVector:
     indices: np.ndarray
     values: np.ndarray
     tokens: tuple[str, ...]
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "indices", _frozen(np.asarray(self.indices, dtype=np.int64)))
@@ -146,3 +167,4 @@ class Choice:
     choice: str
     score: float
     scores: tuple[float, ...]
+    truncated: bool = False

@@ -84,11 +84,13 @@ class TextEncoder:
         return {name: feed[name] for name in self.inputs}
 
 
-def check_items(items: Any, what: str = "texts") -> list[Any]:
-    """Accept a list/tuple/iterable of items; a bare string is a mistake worth naming."""
+def check_items(items: Any, what: str = "texts") -> Iterable[Any]:
+    """Accept a list, tuple or any iterable (consumed lazily); a bare string is a mistake worth naming."""
     if isinstance(items, str):
         raise TypeError(f"{what}: expected a list of strings, got one str (wrap it in a list)")
-    return list(items)
+    if not hasattr(items, "__iter__"):
+        raise TypeError(f"{what}: expected an iterable of items, got {type(items).__name__}")
+    return items
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -113,7 +115,7 @@ class Progress:
         self.done += n
         if self.enabled:
             total = f"/{self.total}" if self.total else ""
-            sys.stderr.write(f"\r{self.label}: {self.done}{total}")
+            sys.stderr.write(f"\r{self.label}: {round(self.done)}{total}")
             sys.stderr.flush()
 
     def close(self) -> None:
@@ -123,10 +125,11 @@ class Progress:
 
 def run_sorted(prepared: Sequence[Prepared], batch_size: int, encoder: TextEncoder,
                forward: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
-               progress: Progress | None = None) -> list[dict[str, np.ndarray]]:
+               progress: Progress | None = None, weights: Sequence[float] | None = None) -> list[dict[str, np.ndarray]]:
     """Run items in length-sorted batches; return per-item outputs in input order.
 
     Per-row outputs keep only the item's own rows; multiple-choice items keep their [choices] axis.
+    ``weights`` says how much of one input each item is (1/windows), so progress counts inputs.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -145,5 +148,5 @@ def run_sorted(prepared: Sequence[Prepared], batch_size: int, encoder: TextEncod
             n = len(prepared[i].encodings[0].ids)
             results[i] = {name: (v[j, :n] if name in seq_outputs else v[j]) for name, v in out.items()}
         if progress:
-            progress.update(len(idx))
+            progress.update(sum(weights[i] for i in idx) if weights else len(idx))
     return results  # type: ignore[return-value]
