@@ -6,22 +6,49 @@ from pathlib import Path
 from readout_sdk.errors import DeviceUnavailable
 
 PRECISION_ORDER = ("fp32", "bf16", "fp16", "int8")  # most precise first
-# ONNX Runtime's TensorRT provider rebuilds engines for every new padded shape unless profiles and an
-# engine cache are configured; native TensorRT engines arrive with the TensorRT issue. CUDA for now.
-GPU_PROVIDERS = ("CUDAExecutionProvider",)
+GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+MAX_PROFILE_BATCH = 256
 
 
-def providers_for(device: str) -> list[str]:
-    """ONNX Runtime providers for ``device`` ("cpu", "cuda" or "auto"), or a clear refusal."""
+def tensorrt_options(record: dict, cache_dir: Path) -> dict:
+    """ONNX Runtime TensorRT provider options: one shape profile over [1..256] x [1..max_length] and an
+    engine cache, so padded batches of new shapes do not rebuild engines. fp32 (no fp16 flag)."""
+    seq = int(record["input"]["max_length"])
+    lead = "1x1x" if record["family"] == "multiple_choice" else ""
+    names = [i["name"] for i in record["inputs"]]
+
+    def shapes(b: int, s: int) -> str:
+        return ",".join(f"{n}:{b}x{lead}{s}" for n in names)
+
+    return {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache_dir),
+            "trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(32, min(128, seq)),
+            "trt_profile_max_shapes": shapes(MAX_PROFILE_BATCH, seq)}
+
+
+def providers_for(device: str, record: dict | None = None, cache_dir: Path | None = None) -> list:
+    """ONNX Runtime providers for ``device`` ("cpu", "cuda" or "auto"), or a clear refusal.
+
+    Where onnxruntime-gpu offers them: TensorRT (configured with a shape profile and an engine cache),
+    then CUDA, then the CPU for any node they do not take.
+    """
     import onnxruntime as ort
 
     available = ort.get_available_providers()
-    gpu = [p for p in GPU_PROVIDERS if p in available]
+    gpu: list = []
+    for p in GPU_PROVIDERS:
+        if p not in available:
+            continue
+        if p == "TensorrtExecutionProvider":
+            if record is None or cache_dir is None:
+                continue
+            gpu.append((p, tensorrt_options(record, cache_dir)))
+        else:
+            gpu.append(p)
     if device == "cpu":
         return ["CPUExecutionProvider"]
     if device == "cuda":
         if not gpu:
-            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDAExecutionProvider); "
+            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
                                     f"this machine offers: {', '.join(available)}")
         return gpu + ["CPUExecutionProvider"]
     if device == "auto":

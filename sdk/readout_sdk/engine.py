@@ -40,8 +40,9 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None) -
     runs, the ABI major version, every file's sha256 and the graph's embedded record are checked.
     """
     art = open_artifact(path, check_graphs=False)
-    providers = providers_for(device)
     target = pick_target(art.targets, precision, device)
+    cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / target.sha256[:16]
+    providers = providers_for(device, art.record, cache)
     session = make_session(art.path / target.file, providers)
     if device == "cuda" and session.get_providers()[0] == "CPUExecutionProvider":
         raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
