@@ -131,7 +131,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
 
     from readout_export.graph import ReadoutGraph
     from readout_export.loader import load_core, load_dense
-    from readout_export.onnx_export import check_export, example_inputs, export_onnx
+    from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx, quantize_int8
     from readout_export.record import build_record, weights_digest
 
     _quiet_libraries()
@@ -177,14 +177,23 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
 
     targets = []
     worst = 0.0
-    for t in plan.targets:
+    fp32_name = "model.onnx-fp32.onnx"
+    order = sorted(plan.targets, key=lambda t: t["precision"] != "fp32")  # int8 is made from fp32
+    for t in order:
         name = f"model.{t['format']}-{t['precision']}.onnx"
-        step(f"exporting {name} (opset {plan.opset})")
-        export_onnx(graph, inputs, staging / name, record, plan.opset, plan.max_length)
-        step(f"checking {name} against eager PyTorch")
-        worst = max(worst, check_export(graph, inputs, staging / name, [o.name for o in spec.outputs]))
+        if t["precision"] == "fp32" or not (staging / fp32_name).exists():
+            step(f"exporting {fp32_name} (opset {plan.opset})")
+            export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
+            step(f"checking {fp32_name} against eager PyTorch")
+            worst = max(worst, check_export(graph, inputs, staging / fp32_name, [o.name for o in spec.outputs]))
+        if t["precision"] == "int8":
+            step(f"quantizing {name} (dynamic int8, per-channel weights; the parity harness gates it)")
+            quantize_int8(staging / fp32_name, staging / name)
+            check_runs(staging / name, inputs, [o.name for o in spec.outputs])
         targets.append({"format": t["format"], "precision": t["precision"], "file": name,
                         "sha256": sha256_file(staging / name)})
+    if not any(t["precision"] == "fp32" for t in plan.targets):
+        (staging / fp32_name).unlink()
     meta = {
         "abi": record,
         "targets": targets,

@@ -109,3 +109,25 @@ def check_export(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Pat
     if worst > 1e-3:
         raise BuildError(f"exported graph differs from eager PyTorch by {worst:.3g} on the example batch")
     return worst
+
+
+def quantize_int8(fp32: Path, out: Path) -> None:
+    """Dynamic int8 with ONNX Runtime's quantization tools: per-channel int8 weights on MatMul/Gemm only,
+    so LayerNorm, softmax, pooling and L2 normalization stay in fp32. The ABI record is kept."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # the tool logs a pre-processing hint at WARNING
+    quantize_dynamic(str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul", "Gemm"])
+
+
+def check_runs(path: Path, inputs: dict[str, torch.Tensor], names: list[str]) -> None:
+    """A reduced-precision graph must load, run and return finite outputs of the ABI's shapes."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for name, value in zip(names, session.run(names, {k: v.numpy() for k, v in inputs.items()})):
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise BuildError(f"{path.name}: output {name} is not finite on the example batch")

@@ -21,7 +21,7 @@ from readout_export.source import DenseSpec, ModelSource, read_source
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
 PROBLEM_TYPES = {"sequence_classification": "single_label_classification",
                  "multilabel_classification": "multi_label_classification", "regression": "regression"}
-SUPPORTED_TARGETS = {("onnx", "fp32")}
+SUPPORTED_TARGETS = {("onnx", "fp32"), ("onnx", "int8")}
 GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 
