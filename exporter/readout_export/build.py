@@ -126,11 +126,27 @@ def _versions() -> dict[str, str]:
     return {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__}
 
 
+def assemble(plan: Plan, compact_rows: bool = True):
+    """The eager torch graph a plan describes (backbone/head + readout) and its transformers core."""
+    from readout_export.graph import ReadoutGraph
+    from readout_export.loader import load_core, load_dense
+
+    _quiet_libraries()
+    tok = plan.tokenizer
+    core, kinds = load_core(plan, tok.pad_id)
+    config = core.model.config
+    if plan.labels is not None and plan.family != "multiple_choice" and config.num_labels != len(plan.labels):
+        raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
+    dense = [load_dense(d) for d in plan.dense]
+    graph = ReadoutGraph(plan.family, core, kinds, special_ids=tok.inserted_ids, pad_id=tok.pad_id,
+                         pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize,
+                         compact_rows=compact_rows).eval()
+    return graph, core
+
+
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
-    from readout_export.graph import ReadoutGraph
-    from readout_export.loader import load_core, load_dense
     from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx, quantize_int8
     from readout_export.record import build_record, weights_digest
 
@@ -143,14 +159,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     tok_sha = sha256_file(staging / "tokenizer.json")
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
-    core, kinds = load_core(plan, tok.pad_id)
+    graph, core = assemble(plan)
     model_config = core.model.config
-    if plan.labels is not None and plan.family != "multiple_choice" and model_config.num_labels != len(plan.labels):
-        raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {model_config.num_labels} outputs")
-    dense = [load_dense(d) for d in plan.dense]
-    graph = ReadoutGraph(plan.family, core, kinds, special_ids=tok.inserted_ids, pad_id=tok.pad_id,
-                         pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize).eval()
-
     inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types)
     with torch.no_grad():
         sample = graph(**inputs)

@@ -95,7 +95,7 @@ class ReadoutGraph(nn.Module):
 
     def __init__(self, family: str, core: nn.Module, core_kinds: tuple[str, ...], *, special_ids: list[int],
                  pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
-                 dense: list[Dense] | None = None, normalize: str = "none"):
+                 dense: list[Dense] | None = None, normalize: str = "none", compact_rows: bool = True):
         super().__init__()
         self.family = family
         self.core = core
@@ -105,6 +105,7 @@ class ReadoutGraph(nn.Module):
         self.dense = nn.ModuleList(dense or [])
         self.normalize = normalize
         self.pad_id = int(pad_id)
+        self.compact_rows = compact_rows  # False reproduces transformers' default position ids (parity's informative row)
         self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
                              persistent=False)
 
@@ -115,7 +116,8 @@ class ReadoutGraph(nn.Module):
         ids = input_ids.reshape(-1, seq)
         mask = attention_mask.reshape(-1, seq).to(torch.long)
         types = token_type_ids.reshape(-1, seq) if token_type_ids is not None else None
-        dest = compaction_index(mask)
+        dest = compaction_index(mask) if self.compact_rows else \
+            torch.arange(seq, device=mask.device).unsqueeze(0).expand_as(mask)
         mask_c = compact(mask, dest)
         # Padding is whatever the caller put there; heads that look for pad ids (e.g. Qwen2's last
         # token) must see the declared pad id, so invalid rows are rewritten to it.

@@ -1,0 +1,56 @@
+"""Gate vocabulary: every check is (requirement, measured value, decision).
+
+`NOT_EVALUATED` carries its reason and never counts as `PASS`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+PASS, FAIL, NOT_EVALUATED = "PASS", "FAIL", "NOT_EVALUATED"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gated measurement of one target on one execution provider."""
+
+    target: str          # e.g. "onnx-int8"
+    provider: str        # e.g. "CPUExecutionProvider"
+    metric: str          # e.g. "min_cosine"
+    requirement: str     # e.g. ">= 0.97"
+    measured: float | None
+    decision: str        # PASS, FAIL or NOT_EVALUATED
+    reference: str       # what the value was measured against
+    reason: str = ""     # why NOT_EVALUATED, or where the worst case was
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_budgets() -> dict[str, Any]:
+    """The ABI's default budgets per precision (abi_specs/parity-budgets-1.json)."""
+    text = resources.files("readout_sdk.specs").joinpath("parity-budgets-1.json").read_text(encoding="utf-8")
+    return {k: v for k, v in json.loads(text).items() if k != "description"}
+
+
+def budgets_for(precision: str, overrides: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """Default budgets for a precision with the manifest's `parity` overrides applied."""
+    merged = dict(default_budgets().get(precision, {}))
+    merged.update((overrides or {}).get(precision, {}))
+    return merged
+
+
+def decide(target: str, provider: str, metric: str, measured: float, bound: dict[str, float], reference: str,
+           where: str = "") -> Check:
+    """Compare a measured value with its bound ({"max": x} or {"min": x})."""
+    if "max" in bound:
+        ok, req = measured <= bound["max"], f"<= {bound['max']:g}"
+    else:
+        ok, req = measured >= bound["min"], f">= {bound['min']:g}"
+    return Check(target, provider, metric, req, float(measured), PASS if ok else FAIL, reference, where)
+
+
+def not_evaluated(target: str, provider: str, reason: str) -> Check:
+    return Check(target, provider, "all", "-", None, NOT_EVALUATED, "-", reason)

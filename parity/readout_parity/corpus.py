@@ -1,0 +1,86 @@
+"""Real text for parity runs: a built-in corpus per family, or the user's JSONL.
+
+JSONL lines: {"text": ...} for single-text families; {"first": ..., "second": ...} (or "question"/
+"context", "query"/"document") for pairs; {"question": ..., "choices": [...]} for multiple choice.
+The built-in corpus spans one content token up to past max_length (cut by truncation).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+LONG = ("Transformers encode every token of a sentence into a contextual vector, and the readout decides which "
+        "rows are pooled, whether special tokens count, how vectors are projected and normalized, and what the "
+        "numbers mean. ") * 12
+TEXTS = [
+    "a", "Hello", "The cat sat on the mat.", "A kitten naps on the rug.", "Dogs bark at the mailman.",
+    "Paris is the capital of France.", "Berlin is the capital of Germany.", "Madrid is in Spain.",
+    "Stocks fell sharply on Monday.", "The central bank raised interest rates.", "Markets rallied after the news.",
+    "I loved this film, the acting was superb.", "Terrible service, I will never come back.",
+    "The package arrived two days late.", "Ada Lovelace wrote notes on the Analytical Engine in London.",
+    "Left padding changes BERT outputs unless positions come from the mask.",
+    "A measurement not taken is not evaluated, never a silent pass.", "naïve café résumé — déjà vu",
+    "hello 🤗 world", "The river runs for three hundred kilometres to the sea.",
+    "Photosynthesis turns light into chemical energy.", "The quick brown fox jumps over the lazy dog.",
+    "Quantum computers use qubits.", "She plays the violin every evening.", "Rain is expected tomorrow afternoon.",
+    "The museum opens at nine.", "He forgot his umbrella at the station.", "Tea or coffee?",
+    "Shape is not meaning.", "short one", LONG,
+]
+PAIRS = [
+    ("Who wrote the notes?", "Ada Lovelace wrote notes on the Analytical Engine in London in 1843."),
+    ("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris, the capital of France."),
+    ("What changes outputs?", "Left padding with unshifted absolute positions changes BERT outputs."),
+    ("Why?", "Because shape is not meaning."),
+    ("When does the museum open?", "The museum opens at nine and closes at five."),
+    ("What rose?", "The central bank raised interest rates on Monday."),
+    ("a", "b"),
+    ("What do transformers encode?", LONG),
+]
+CHOICES = [
+    ("The capital of France is", ["Paris.", "Berlin, a city in Germany.", "the moon"]),
+    ("A zero-row pool is", ["refused loudly.", "a silent zero vector", "fine"]),
+    ("Padding is", ["not identity", "identity", "a position shift that changes every row"]),
+    ("Which runtime needs no torch?", ["the thin SDK", "eager PyTorch", "a notebook"]),
+    ("Outputs return", ["in input order", "sorted by length", "at random"]),
+]
+PAIR_KEYS = (("first", "second"), ("question", "context"), ("query", "document"))
+
+
+def default_corpus(family: str) -> list[Any]:
+    """The built-in corpus for a family."""
+    if family == "multiple_choice":
+        return list(CHOICES)
+    if family in ("extractive_qa", "cross_encoder"):
+        return list(PAIRS)
+    return list(TEXTS)
+
+
+def load_corpus(path: str | Path, family: str) -> list[Any]:
+    """Read a JSONL corpus for ``family``; each problem names its line."""
+    items: list[Any] = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+        if family == "multiple_choice":
+            if not isinstance(row.get("question"), str) or not isinstance(row.get("choices"), list):
+                raise ValueError(f"{path}:{n}: expected {{'question': str, 'choices': [str, ...]}}")
+            items.append((row["question"], row["choices"]))
+        elif family in ("extractive_qa", "cross_encoder"):
+            for a, b in PAIR_KEYS:
+                if isinstance(row.get(a), str) and isinstance(row.get(b), str):
+                    items.append((row[a], row[b]))
+                    break
+            else:
+                raise ValueError(f"{path}:{n}: expected a pair ({', '.join('/'.join(k) for k in PAIR_KEYS)})")
+        else:
+            if not isinstance(row.get("text"), str):
+                raise ValueError(f"{path}:{n}: expected {{'text': str}}")
+            items.append(row["text"])
+    if not items:
+        raise ValueError(f"{path}: no items")
+    return items

@@ -1,0 +1,157 @@
+"""The parity grid: every target x execution provider x padding side x batch width, on real text,
+against eager PyTorch on each example alone (unpadded, fp32)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from readout_sdk.artifact import Artifact, open_artifact
+from readout_sdk.text import TextEncoder
+
+from readout_parity.checks import Check, budgets_for, decide, not_evaluated
+from readout_parity.corpus import default_corpus, load_corpus
+from readout_parity.metrics import family_metrics
+from readout_parity.reference import reference_graph, run_eager
+
+DEFAULT_WIDTHS = (1, 2, 7, 32)
+SIDES = ("left", "right")
+REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
+
+
+@dataclass
+class Report:
+    """Everything one parity run decided and measured."""
+
+    artifact: str
+    family: str
+    corpus: dict[str, Any]
+    grid: dict[str, Any]
+    checks: list[Check]
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out = {"PASS": 0, "FAIL": 0, "NOT_EVALUATED": 0}
+        for c in self.checks:
+            out[c.decision] += 1
+        return out
+
+    def exit_code(self, strict: bool = False) -> int:
+        counts = self.counts()
+        return 1 if counts["FAIL"] or (strict and counts["NOT_EVALUATED"]) else 0
+
+
+def _feed(encoder: TextEncoder, encs: Sequence[Any], side: str, choices: int | None) -> dict[str, np.ndarray]:
+    feed = encoder.pad(encs)
+    if side == "left":  # move each row's tokens to the end
+        mask = feed["attention_mask"]
+        for name, arr in feed.items():
+            out = np.full_like(arr, encoder.pad_id if name == "input_ids" else 0)
+            for i, n in enumerate(mask.sum(1)):
+                out[i, arr.shape[1] - n:] = arr[i, :n]
+            feed[name] = out
+    if choices:
+        feed = {k: v.reshape(len(encs) // choices, choices, -1) for k, v in feed.items()}
+    return feed
+
+
+def _split(out: dict[str, np.ndarray], feed: dict[str, np.ndarray], record: dict, choices: int | None) -> list[dict]:
+    """Per-item outputs; per-row outputs keep only the rows the mask marks valid."""
+    seq = {o["name"] for o in record["outputs"] if "sequence" in o["axes"]}
+    mask = feed["attention_mask"].astype(bool)
+    n = mask.shape[0]
+    return [{k: (v[i][mask[i]] if k in seq else v[i]) for k, v in out.items()} for i in range(n)]
+
+
+def _run(fn: Callable, encoder: TextEncoder, groups: list[list[Any]], side: str, width: int, record: dict) -> list[dict]:
+    choices = len(groups[0]) if record["family"] == "multiple_choice" else None
+    results = []
+    for start in range(0, len(groups), width):
+        chunk = groups[start:start + width]
+        feed = _feed(encoder, [e for g in chunk for e in g], side, choices)
+        results += _split(fn(feed), feed, record, choices)
+    return results
+
+
+def _providers() -> list[str]:
+    import onnxruntime as ort
+
+    return ort.get_available_providers()
+
+
+def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
+               say: Callable[[str], None] = lambda _m: None) -> Report:
+    """Run the grid for every target of the artifact at ``path`` and decide every budgeted metric."""
+    import onnxruntime as ort
+
+    start = time.monotonic()
+    art: Artifact = open_artifact(path)
+    record = art.record
+    family = record["family"]
+    items = load_corpus(corpus, family) if corpus else default_corpus(family)
+    encoder = TextEncoder(record, art.path / art.tokenizer_file)
+    groups = []
+    for i, item in enumerate(items):
+        parts = [(item[0], c) for c in item[1]] if family == "multiple_choice" else [item]
+        groups.append([encoder.encode(i, p) for p in parts])
+    lengths = [len(e.ids) for g in groups for e in g]
+    names = [o["name"] for o in record["outputs"]]
+    say(f"reference: {REFERENCE} ({len(items)} items)")
+    graph = reference_graph(art)
+    ref = [run_eager(graph, _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None), names)
+           for g in groups]
+    ref = [_split(r, _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None), record,
+                  None)[0] for r, g in zip(ref, groups)]
+    prefix = getattr(encoder.tokenizer.model, "continuing_subword_prefix", None)
+    first_encs = [g[0] for g in groups]
+    overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
+    checks: list[Check] = []
+    measurements: list[dict[str, Any]] = []
+    available = _providers()
+    for target in art.targets:
+        tname = f"{target.format}-{target.precision}"
+        if target.format != "onnx":
+            checks.append(not_evaluated(tname, "-", "tensorrt targets are compared by the TensorRT backend "
+                                                    "(not in this release)"))
+            continue
+        for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
+            if provider not in available:
+                checks.append(not_evaluated(tname, provider, "no CUDA device (onnxruntime-gpu not installed)"))
+                continue
+            session = ort.InferenceSession(str(art.path / target.file), providers=[provider])
+            run = lambda feed: dict(zip(names, session.run(names, feed)))  # noqa: E731
+            worst: dict[str, tuple[float, str]] = {}
+            for side in SIDES:
+                for width in widths:
+                    say(f"{tname} on {provider}: {side} padding, batch {width}")
+                    got = _run(run, encoder, groups, side, width, record)
+                    metrics = family_metrics(record, got, ref, items, first_encs, prefix)
+                    for metric, value in metrics.items():
+                        better_low = metric.endswith("error")
+                        old = worst.get(metric)
+                        if old is None or (value > old[0] if better_low else value < old[0]):
+                            worst[metric] = (value, f"{side} padding, batch {width}")
+            budgets = budgets_for(target.precision, overrides)
+            for metric, (value, where) in sorted(worst.items()):
+                if metric in budgets:
+                    checks.append(decide(tname, provider, metric, value, budgets[metric], REFERENCE, where))
+                else:
+                    measurements.append({"target": tname, "provider": provider, "metric": metric,
+                                         "measured": value, "worst_case": where, "gated": False})
+    # informative: what transformers' default position ids do to a left-padded batch (never gated)
+    default = _run(lambda feed: run_eager(graph, feed, names, default_positions=True), encoder, groups, "left",
+                   7, record)
+    for metric, value in family_metrics(record, default, ref, items, first_encs, prefix).items():
+        measurements.append({"target": "eager-default-position-ids", "provider": "torch", "metric": metric,
+                             "measured": value, "worst_case": "left padding, batch 7", "gated": False})
+    return Report(str(art.path), family,
+                  {"source": str(corpus) if corpus else "built-in", "items": len(items),
+                   "min_tokens": min(lengths), "max_tokens": max(lengths),
+                   "max_length": record["input"]["max_length"]},
+                  {"targets": [f"{t.format}-{t.precision}" for t in art.targets], "providers": available,
+                   "padding_sides": list(SIDES), "batch_widths": list(widths)},
+                  checks, measurements, time.monotonic() - start)

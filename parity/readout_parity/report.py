@@ -1,0 +1,77 @@
+"""Parity reports: a terminal table, JSON, JUnit XML, and the copy the artifact keeps."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from readout_parity.harness import Report
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    doc = asdict(report)
+    doc["summary"] = report.counts()
+    return doc
+
+
+def table(report: Report) -> str:
+    """A readable table: one line per check, then the ungated measurements."""
+    c = report.corpus
+    lines = [f"parity of {report.artifact} ({report.family}); reference: eager PyTorch fp32, each example alone",
+             f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
+             f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
+             f"batch widths {report.grid['batch_widths']}", ""]
+    head = f"{'target':<11} {'provider':<22} {'metric':<20} {'requirement':<12} {'measured':>12}  decision"
+    lines += [head, "-" * len(head)]
+    for k in report.checks:
+        measured = "-" if k.measured is None else f"{k.measured:.6g}"
+        note = f"  ({k.reason})" if k.reason else ""
+        lines.append(f"{k.target:<11} {k.provider:<22} {k.metric:<20} {k.requirement:<12} {measured:>12}  "
+                     f"{k.decision}{note}")
+    if report.measurements:
+        lines += ["", "measured, not gated:"]
+        for m in report.measurements:
+            lines.append(f"  {m['target']:<27} {m['metric']:<18} {m['measured']:.6g}  ({m['worst_case']})")
+    n = report.counts()
+    lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
+                  f"(NOT_EVALUATED never counts as a pass) in {report.seconds:.1f}s"]
+    return "\n".join(lines)
+
+
+def junit(report: Report) -> str:
+    """JUnit XML: one test case per check; FAIL is a failure, NOT_EVALUATED is skipped with its reason."""
+    n = report.counts()
+    suite = ET.Element("testsuite", name=f"readout-parity {Path(report.artifact).name}", tests=str(len(report.checks)),
+                       failures=str(n["FAIL"]), skipped=str(n["NOT_EVALUATED"]), time=f"{report.seconds:.2f}")
+    for k in report.checks:
+        case = ET.SubElement(suite, "testcase", classname=f"{k.target}.{k.provider}", name=k.metric)
+        text = f"measured {k.measured} (requirement {k.requirement}; {k.reference}; {k.reason})"
+        if k.decision == "FAIL":
+            ET.SubElement(case, "failure", message=text)
+        elif k.decision == "NOT_EVALUATED":
+            ET.SubElement(case, "skipped", message=k.reason)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def keep_in_artifact(report: Report) -> None:
+    """The artifact keeps its last report (parity.json) and a summary in readout.json (atomic writes)."""
+    root = Path(report.artifact)
+    doc = to_json(report)
+    _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
+    meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
+    n = report.counts()
+    meta["parity"] = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
+                                 f"(see parity.json)", **n, "file": "parity.json"}
+    _write_atomic(root / "readout.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
