@@ -129,5 +129,60 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
         click.echo(summarize(art))
 
 
+@main.command()
+@click.argument("artifact", type=click.Path(file_okay=False))
+@click.option("--corpus", type=click.Path(dir_okay=False, exists=True),
+              help="JSONL of your own inputs ({'text': ...}, pairs, or {'question', 'choices'}); default: built-in.")
+@click.option("--widths", default="1,2,7,32", show_default=True, help="Batch widths, comma-separated.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML (one case per check).")
+@click.option("--strict", is_flag=True, help="Exit 1 on any NOT_EVALUATED check too.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None, junit_path: str | None,
+           strict: bool, quiet: bool, debug: bool) -> None:
+    """Prove ARTIFACT's compiled targets equal eager PyTorch (per family, padding side, batch width).
+
+    Exit 0 when every evaluated check passes, 1 on any FAIL (and with --strict on any NOT_EVALUATED),
+    2 on a bad artifact or usage. The artifact keeps the report as parity.json.
+    """
+    from pathlib import Path
+
+    try:
+        sizes = tuple(int(w) for w in widths.split(","))
+        if not sizes or min(sizes) < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"expected positive integers separated by commas, got {widths!r}",
+                                 param_hint="--widths") from None
+
+    def go():
+        _require_export_extra()
+        from readout_parity.harness import run_parity
+        from readout_parity.reference import ParityError
+        from readout_parity.report import junit, keep_in_artifact, table, to_json
+
+        try:
+            report = run_parity(artifact, corpus, sizes,
+                                say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
+        except (ParityError, ValueError) as e:
+            from readout_sdk.artifact import ArtifactError
+
+            raise ArtifactError(str(e)) from None
+        keep_in_artifact(report)
+        if json_path:
+            Path(json_path).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+        if junit_path:
+            Path(junit_path).write_text(junit(report), encoding="utf-8")
+        return report
+
+    report = _run(debug, False, go)
+    from readout_parity.report import table
+
+    text = table(report)
+    click.echo(text.splitlines()[-1] if quiet else text)
+    sys.exit(report.exit_code(strict))
+
+
 if __name__ == "__main__":
     main()
