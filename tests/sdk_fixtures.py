@@ -33,6 +33,7 @@ SPECS = {
               {"family": "cross_encoder", "score_type": "sigmoid"}),
     "sparse": (lambda d: Path(__import__("cognition").__file__).parent / "model", {"family": "sparse"}),
     "choice": (lambda d: synthetic.make_model("bert", "multiple_choice", d), {"family": "multiple_choice"}),
+    "late": (lambda d: synthetic.make_late_model(d), {"family": "late_interaction", "readout": {"rows": "content"}}),
 }
 
 

@@ -160,3 +160,22 @@ def make_st_model(arch: str, out: Path, pooling: list[str], dense: int | None = 
         modules.append(M.Normalize())
     SentenceTransformer(modules=modules, device="cpu").save(str(out / "st"))
     return out / "st"
+
+
+def make_late_model(root: Path) -> Path:
+    """A ColBERT-style sentence-transformers layout: BERT backbone + bias-free Dense to 8 dims."""
+    import json
+
+    from safetensors.torch import save_file
+
+    root = make_model("bert", "embedding", root)
+    (root / "1_Dense").mkdir()
+    torch.manual_seed(3)
+    save_file({"linear.weight": torch.randn(8, 32) * 0.2}, str(root / "1_Dense" / "model.safetensors"))
+    (root / "1_Dense" / "config.json").write_text(json.dumps(
+        {"in_features": 32, "out_features": 8, "bias": False,
+         "activation_function": "torch.nn.modules.linear.Identity"}))
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Dense", "type": "sentence_transformers.models.Dense"}]))
+    return root

@@ -36,6 +36,7 @@ class Case:
     oracle: Callable[[Path, list, int], list]  # (model_dir, items, max_length) -> outputs per item
     manifest: dict[str, Any] = field(default_factory=dict)
     items: list = field(default_factory=lambda: list(TEXTS))
+    shared: str | None = None  # reuse the session's artifact of this key (tests/sdk_fixtures.py): same model and manifest
 
 
 def _hf(arch, family, **kw):
@@ -64,21 +65,7 @@ def _content_pools(modes):
 
 
 def _late_model(tmp: Path) -> Path:
-    """A ColBERT-style sentence-transformers layout: BERT backbone + bias-free Dense to 8 dims."""
-    import torch
-    from safetensors.torch import save_file
-
-    root = synthetic.make_model("bert", "embedding", tmp / "model")
-    (root / "1_Dense").mkdir()
-    torch.manual_seed(3)
-    save_file({"linear.weight": torch.randn(8, 32) * 0.2}, str(root / "1_Dense" / "model.safetensors"))
-    (root / "1_Dense" / "config.json").write_text(json.dumps(
-        {"in_features": 32, "out_features": 8, "bias": False,
-         "activation_function": "torch.nn.modules.linear.Identity"}))
-    (root / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Dense", "type": "sentence_transformers.models.Dense"}]))
-    return root
+    return synthetic.make_late_model(tmp / "model")
 
 
 def _splade(tmp: Path) -> Path:
@@ -90,7 +77,7 @@ def _splade(tmp: Path) -> Path:
 CASES = [
     Case("embedding-minilm-REAL", "embedding", "bert", lambda tmp: synthetic.minilm_path(), _st_oracle,
          {"max_length": 256, "readout": {"pooling": "mean", "rows": "attention", "normalize": "l2"}},
-         list(TEXTS) + [LONG]),
+         list(TEXTS) + [LONG], shared="embedding"),
     Case("embedding-st-all-modes+dense+l2", "embedding", "bert",
          _st("bert", ["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"], dense=16,
              normalize=True), _st_oracle),
@@ -102,8 +89,9 @@ CASES = [
     Case("embedding-cls", "embedding", "distilbert", _st("distilbert", ["cls"]), _st_oracle),
     Case("embedding-mean+l2", "embedding", "mpnet", _st("mpnet", ["mean"], normalize=True), _st_oracle),
     Case("embedding-last_token", "embedding", "qwen2", _st("qwen2", ["lasttoken"], normalize=True), _st_oracle),
-    *[Case(f"sequence_classification", "sequence_classification", arch,
-           _hf(arch, "sequence_classification", labels=SENTIMENT), _heads("sequence_classification"))
+    *[Case("sequence_classification", "sequence_classification", arch,
+           _hf(arch, "sequence_classification", labels=SENTIMENT), _heads("sequence_classification"),
+           shared="classify" if arch == "bert" else None)
       for arch in synthetic.ARCHS],
     Case("embedding-mean", "embedding", "deberta-v2", _hf("deberta-v2", "embedding"), _content_pools(["mean"]),
          {"readout": {"pooling": "mean", "rows": "content"}}),
@@ -117,28 +105,33 @@ CASES = [
          _hf("distilbert", "regression", problem_type="regression", num_labels=2), _heads("regression"),
          {"labels": ["valence", "arousal"]}),
     *[Case("token_classification", "token_classification", arch,
-           _hf(arch, "token_classification", labels=TAGS), _heads("token_classification"))
+           _hf(arch, "token_classification", labels=TAGS), _heads("token_classification"),
+           shared={"bert": "tag-bert", "xlm-roberta": "tag-xlmr"}[arch])
       for arch in ("bert", "xlm-roberta")],
     *[Case("extractive_qa", "extractive_qa", arch, _hf(arch, "extractive_qa"), _heads("extractive_qa"), {},
            list(PAIRS)) for arch in ("bert", "roberta")],
     Case("cross_encoder", "cross_encoder", "bert", _hf("bert", "cross_encoder", num_labels=1),
-         _heads("cross_encoder"), {"score_type": "sigmoid"}, list(PAIRS)),
+         _heads("cross_encoder"), {"score_type": "sigmoid"}, list(PAIRS), shared="cross"),
     Case("cross_encoder", "cross_encoder", "mpnet", _hf("mpnet", "cross_encoder", num_labels=1),
          _heads("cross_encoder"), {"score_type": "logit"}, list(PAIRS)),
     Case("late_interaction-content", "late_interaction", "bert", _late_model,
          lambda d, items, n: oracles.late_interaction_outputs(d, items, n, content=True),
          {"readout": {"rows": "content", "normalize": "l2"}}),
-    Case("sparse-splade-tiny-REAL", "sparse", "bert", _splade, oracles.splade_outputs),
+    Case("sparse-splade-tiny-REAL", "sparse", "bert", _splade, oracles.splade_outputs, shared="sparse"),
     *[Case("multiple_choice", "multiple_choice", arch, _hf(arch, "multiple_choice"),
-           lambda d, items, n: oracles.multiple_choice_outputs(d, items, n), {}, list(CHOICES))
+           lambda d, items, n: oracles.multiple_choice_outputs(d, items, n), {}, list(CHOICES),
+           shared="choice" if arch == "bert" else None)
       for arch in ("bert", "roberta")],
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.id}-{c.arch}" for c in CASES])
-def test_graph_matches_eager_per_example(case: Case, tmp_path: Path, build_artifact):
-    model_dir = case.make(tmp_path)
-    artifact = build_artifact({"model": str(model_dir), "family": case.family, **case.manifest})
+def test_graph_matches_eager_per_example(case: Case, tmp_path: Path, build_artifact, shared):
+    if case.shared:
+        model_dir, artifact = shared(case.shared)
+    else:
+        model_dir = case.make(tmp_path)
+        artifact = build_artifact({"model": str(model_dir), "family": case.family, **case.manifest})
     meta = json.loads((artifact / "readout.json").read_text())
     client = GraphClient(artifact / meta["targets"][0]["file"])
     assert client.record == meta["abi"]

@@ -58,6 +58,7 @@ def test_minilm_fp32_and_int8(shared, tmp_path):
     ("cross", ["max_abs_error", "rank_correlation", "topk_agreement"]),
     ("sparse", ["max_abs_error", "term_overlap"]),
     ("choice", ["max_abs_error", "argmax_agreement"]),
+    ("late", ["max_abs_error", "maxsim_error"]),
 ])
 def test_every_family_passes_at_fp32(shared, key, metrics):
     report = run_parity(shared(key)[1], widths=WIDTHS)
@@ -153,3 +154,20 @@ def test_failure_lab_changed_source_weights_are_refused(shared, tmp_path, build_
         run_parity(artifact, widths=(2,))
     result = CliRunner().invoke(main, ["parity", str(artifact)])
     assert result.exit_code == 2 and "source weights changed" in result.stderr
+
+
+def test_manifest_parity_section_overrides_budgets(tmp_path, build_artifact):
+    model = synthetic.make_model("bert", "sequence_classification", tmp_path / "m", labels=["a", "b", "c"])
+    artifact = build_artifact({"model": str(model), "family": "sequence_classification",
+                               "parity": {"fp32": {"max_abs_error": {"max": 1e-12}}}})
+    check = by_metric(run_parity(artifact, widths=(7,)))["max_abs_error"]
+    assert check.requirement == "<= 1e-12" and check.decision == FAIL  # a budget no float run can meet
+
+
+def test_malformed_parity_section_is_a_manifest_error(tmp_path):
+    model = synthetic.make_model("bert", "sequence_classification", tmp_path / "m", labels=["a", "b", "c"])
+    (tmp_path / "m.json").write_text(json.dumps({"schema": "readout-export/manifest/1", "model": str(model),
+                                                 "family": "sequence_classification", "output_dir": "o",
+                                                 "parity": {"fp64": {"max_abs_error": {"max": 1}}}}))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "m.json")])
+    assert result.exit_code == 2 and "$.parity" in result.stderr
