@@ -89,7 +89,7 @@ def test_truncation_is_flagged(minilm):
 
 
 def test_run_gives_raw_named_outputs(minilm):
-    enc = minilm._encoder.tokenizer.encode("hello world")
+    enc = minilm.tokenizer.encode("hello world")
     out = minilm.run(np.array([enc.ids]), np.array([enc.attention_mask]))
     assert set(out) == {"embeddings"}
     assert np.abs(out["embeddings"][0] - minilm.embed(["hello world"]).vectors[0]).max() < 1e-6

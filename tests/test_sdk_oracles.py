@@ -203,7 +203,7 @@ def test_sparse_encode_matches_eager_splade(shared):
         assert np.abs(dense - w["sparse_weights"]).max() < TOL
         record_error("sdk sparse_encode / SPLADE REAL (eager)", float(np.abs(dense - w["sparse_weights"]).max()))
         assert list(g.values) == sorted(g.values, reverse=True)
-        assert g.tokens[0] == engine._encoder.tokenizer.id_to_token(int(g.indices[0]))
+        assert g.tokens[0] == engine.tokenizer.id_to_token(int(g.indices[0]))
 
 
 def test_choose_matches_eager_multiple_choice(shared):

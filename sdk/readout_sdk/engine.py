@@ -74,6 +74,11 @@ class Engine:
         stride = self._long.get("stride", (self.abi["output"].get("window") or {}).get("stride"))
         self._windows = self._encoder.windowed(int(stride)) if stride is not None else None
 
+    @property
+    def tokenizer(self) -> Any:
+        """The artifact's `tokenizers.Tokenizer` (truncation as the record says, no padding), for use with run()."""
+        return self._encoder.tokenizer
+
     def __repr__(self) -> str:
         return f"Engine({self.abi['name']!r}, family={self.family}, device={self.device}, precision={self.precision})"
 
@@ -96,11 +101,14 @@ class Engine:
                             f"use {CALLS[self.family]}()")
 
     def _outputs(self, items: Iterable[Any], batch_size: int, show_progress: bool, pair: bool = False,
-                 what: str = "texts") -> tuple[list[dict[str, np.ndarray]], list[bool], list[Any]]:
-        """Encode (checking types and the zero-row policy), run sorted batches; outputs in input order."""
+                 what: str = "texts") -> tuple[list[dict[str, np.ndarray]], list[bool], list[Any], list[Any]]:
+        """Encode (checking types and the zero-row policy), run sorted batches; outputs in input order.
+
+        Returns (outputs, truncated flags, the items, each item's first encoding)."""
         outs: list[dict[str, np.ndarray]] = []
         truncated: list[bool] = []
         kept: list[Any] = []
+        encodings: list[Any] = []
         _positive(batch_size=batch_size)
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
@@ -115,6 +123,7 @@ class Engine:
                     raise TypeError(f"item {base + j}: expected str, got {type(item).__name__}")
                 enc = self._encoder.encode(base + j, item, self._windows if windowed else None)
                 self._encoder.check(base + j, enc)
+                encodings.append(enc)
                 parts = [enc] + list(enc.overflowing) if windowed else [enc]
                 prepared += [Prepared((p,), bool(p.overflowing) and not windowed) for p in parts]
                 owner += [j] * len(parts)
@@ -130,7 +139,7 @@ class Engine:
             kept += chunk
             base += len(chunk)
         progress.close()
-        return outs, truncated, kept
+        return outs, truncated, kept, encodings
 
     def _aggregate(self, windows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """Combine one long text's windows with the record's declared aggregation."""
@@ -148,7 +157,7 @@ class Engine:
     def embed(self, texts: Iterable[str], batch_size: int = 32, show_progress: bool = False) -> Embeddings:
         """Vectors for ``texts`` with the declared normalization and similarity."""
         self._need("embed", "embedding")
-        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, _, _ = self._outputs(texts, batch_size, show_progress)
         dim = self.abi["output"]["dim"]
         vectors = np.stack([o["embeddings"] for o in outs]) if outs else np.zeros((0, dim), np.float32)
         return Embeddings(vectors, bool(self.abi["output"]["normalized"]), self.abi["output"]["score_type"],
@@ -160,7 +169,7 @@ class Engine:
         """Per text: the decision the record declares (single label, multilabel, or named values)."""
         self._need("classify", "sequence_classification", "multilabel_classification", "regression")
         _positive(top_k=top_k, batch_size=batch_size)
-        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, _, _ = self._outputs(texts, batch_size, show_progress)
         labels = list(self.labels or ())
         results: list[Any] = []
         for o, cut in zip(outs, truncated):
@@ -184,13 +193,12 @@ class Engine:
             show_progress: bool = False) -> list[TaggedText]:
         """Entities per text with character offsets; aggregation as in transformers' pipeline."""
         self._need("tag", "token_classification")
-        outs, truncated, kept = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, kept, encs = self._outputs(texts, batch_size, show_progress)
         labels = list(self.labels or ())
         unk = self.abi["input"]["special_token_ids"].get("unk")
         prefix = getattr(self._encoder.tokenizer.model, "continuing_subword_prefix", None)
         results = []
-        for text, o, cut in zip(kept, outs, truncated):
-            enc = self._encoder.tokenizer.encode(text)
+        for text, o, cut, enc in zip(kept, outs, truncated, encs):
             probs = S.softmax(o["token_logits"])
             ps = pieces(text, probs, enc.offsets, enc.special_tokens_mask, enc.ids, enc.tokens, unk, prefix)
             results.append(TaggedText(tuple(decode_entities(text, ps, labels, aggregation)), cut))
@@ -249,7 +257,7 @@ class Engine:
                     show_progress: bool = False) -> list[Scored]:
         """Scores of (query, document) pairs with the declared score type, in input order."""
         self._need("score_pairs", "cross_encoder")
-        outs, truncated, kept = self._outputs(pairs, batch_size, show_progress, pair=True, what="pairs")
+        outs, truncated, kept, _ = self._outputs(pairs, batch_size, show_progress, pair=True, what="pairs")
         out = []
         for i, (o, pair, cut) in enumerate(zip(outs, kept, truncated)):
             values = S.apply(self.abi["output"]["score_type"], o["logits"])
@@ -272,11 +280,11 @@ class Engine:
                       show_progress: bool = False) -> list[TokenVectors]:
         """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order."""
         self._need("encode_tokens", "late_interaction")
-        outs, truncated, kept = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, _, encs = self._outputs(texts, batch_size, show_progress)
         result = []
-        for text, o, cut in zip(kept, outs, truncated):
+        for enc, o, cut in zip(encs, outs, truncated):
             keep = o["token_mask"].astype(bool)
-            tokens = self._encoder.tokenizer.encode(text).tokens
+            tokens = enc.tokens
             result.append(TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k), cut))
         return result
 
@@ -294,7 +302,7 @@ class Engine:
                       show_progress: bool = False) -> list[SparseVector]:
         """Per text, the nonzero vocabulary weights, heaviest first, with their tokens."""
         self._need("sparse_encode", "sparse")
-        outs, truncated, _ = self._outputs(texts, batch_size, show_progress)
+        outs, truncated, _, _ = self._outputs(texts, batch_size, show_progress)
         result = []
         for o, cut in zip(outs, truncated):
             w = o["sparse_weights"]
