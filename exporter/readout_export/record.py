@@ -94,9 +94,9 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
 
 
 def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]:
-    readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero"}
-    if plan.rows == "content":
-        readout["content_excluded_ids"] = tok.inserted_ids
+    # the ids the tokenizer inserts: excluded from content rows, and how readers spot empty texts
+    readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero",
+                               "content_excluded_ids": tok.inserted_ids}
     if plan.family in ("embedding", "sparse"):
         readout["pooling"] = list(plan.pooling or [])
     if plan.family in ("embedding", "late_interaction"):

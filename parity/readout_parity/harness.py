@@ -102,10 +102,10 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     names = [o["name"] for o in record["outputs"]]
     say(f"reference: {REFERENCE} ({len(items)} items)")
     graph = reference_graph(art)
-    ref = [run_eager(graph, _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None), names)
-           for g in groups]
-    ref = [_split(r, _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None), record,
-                  None)[0] for r, g in zip(ref, groups)]
+    ref = []
+    for g in groups:  # each example alone, unpadded
+        feed = _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None)
+        ref.append(_split(run_eager(graph, feed, names), feed, record, None)[0])
     prefix = getattr(encoder.tokenizer.model, "continuing_subword_prefix", None)
     first_encs = [g[0] for g in groups]
     overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")

@@ -34,14 +34,8 @@ class TextEncoder:
         self.pad_id = int(inp["pad_token_id"])
         self.max_length = int(inp["max_length"])
         self.rows = record["readout"]["rows"]
-        self.inserted = set(record["readout"].get("content_excluded_ids") or self._probe_inserted())
+        self.inserted = set(record["readout"]["content_excluded_ids"])
         self.inputs = [i["name"] for i in record["inputs"]]
-
-    def _probe_inserted(self) -> list[int]:
-        ids = {self.pad_id}
-        for enc in (self.tokenizer.encode("a"), self.tokenizer.encode("a", "b")):
-            ids |= {i for i, m in zip(enc.ids, enc.special_tokens_mask) if m}
-        return sorted(ids)
 
     def windowed(self, stride: int) -> Tokenizer:
         """A second tokenizer instance that returns overlapping windows (never mutate the shared one)."""
