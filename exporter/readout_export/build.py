@@ -20,7 +20,7 @@ from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
 
 from readout_export.errors import BuildError, ManifestError
 from readout_export.manifest import load_manifest
-from readout_export.resolve import Plan, resolve
+from readout_export.resolve import Plan, resolve, target_name
 
 Progress = Callable[[str], None]
 
@@ -144,10 +144,29 @@ def assemble(plan: Plan, compact_rows: bool = True):
     return graph, core
 
 
+def _target_file(t: dict[str, str]) -> str:
+    """bf16 runs the fp32 graph at OpenVINO's bf16 inference precision, so it shares the fp32 file."""
+    if t["precision"] in ("fp32", "bf16"):
+        return "model.onnx-fp32.onnx"
+    return f"model.{target_name(t)}.onnx"
+
+
+def _calibration(record: dict[str, Any], staging: Path) -> list[dict[str, Any]]:
+    """Batch-1 feeds of a fixed mixed-length corpus, tokenized exactly as the SDK will."""
+    from readout_parity.corpus import mixed_corpus
+    from readout_parity.harness import item_feeds
+    from readout_sdk.text import TextEncoder
+    from readout_export.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
+
+    encoder = TextEncoder(record, staging / "tokenizer.json")
+    return item_feeds(encoder, record["family"], mixed_corpus(record["family"], CALIBRATION_ITEMS, CALIBRATION_SEED))
+
+
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
-    from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx, quantize_int8
+    from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx
+    from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
     from readout_export.record import build_record, weights_digest
 
     _quiet_libraries()
@@ -188,21 +207,27 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     targets = []
     worst = 0.0
     fp32_name = "model.onnx-fp32.onnx"
-    order = sorted(plan.targets, key=lambda t: t["precision"] != "fp32")  # int8 is made from fp32
-    for t in order:
-        name = f"model.{t['format']}-{t['precision']}.onnx"
-        if t["precision"] == "fp32" or not (staging / fp32_name).exists():
-            step(f"exporting {fp32_name} (opset {plan.opset})")
-            export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
-            step(f"checking {fp32_name} against eager PyTorch")
-            worst = max(worst, check_export(graph, inputs, staging / fp32_name, [o.name for o in spec.outputs]))
-        if t["precision"] == "int8":
-            step(f"quantizing {name} (dynamic int8, per-channel weights; the parity harness gates it)")
-            quantize_int8(staging / fp32_name, staging / name)
+    step(f"exporting {fp32_name} (opset {plan.opset})")
+    export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
+    step(f"checking {fp32_name} against eager PyTorch")
+    worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in spec.outputs])
+    for t in plan.targets:
+        name = _target_file(t)
+        if t["precision"] == "int8" and t["runtime"] == "onnxruntime":
+            step(f"quantizing {name} (dynamic int8, per-channel weights, {t['isa']}; the parity harness gates it)")
+            quantize_dynamic_int8(staging / fp32_name, staging / name, t["isa"])
+        elif t["precision"] == "int8":
+            step(f"quantizing {name} (static int8 with NNCF, calibrated on {CALIBRATION_ITEMS} built-in texts)")
+            kept = quantize_static_openvino(staging / fp32_name, staging / name, _calibration(record, staging))
+            step(f"  {kept} narrowing MatMul/Gemm nodes kept in higher precision")
+        if name != fp32_name:
             check_runs(staging / name, inputs, [o.name for o in spec.outputs])
-        targets.append({"format": t["format"], "precision": t["precision"], "file": name,
-                        "sha256": sha256_file(staging / name)})
-    if not any(t["precision"] == "fp32" for t in plan.targets):
+        entry = {"format": t["format"], "precision": t["precision"], "file": name,
+                 "sha256": sha256_file(staging / name), "runtime": t["runtime"]}
+        if "isa" in t:
+            entry["isa"] = t["isa"]
+        targets.append(entry)
+    if not any(t["file"] == fp32_name for t in targets):
         (staging / fp32_name).unlink()
     meta = {
         "abi": record,

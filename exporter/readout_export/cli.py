@@ -83,7 +83,7 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
                                "seconds": round(result.seconds, 2), "notes": result.notes}))
     elif not quiet:
         click.echo(f"built {result.output_dir} ({result.record['family']}, "
-                   f"{', '.join(t['file'] for t in result.targets)}) in {result.seconds:.1f}s")
+                   f"{', '.join(dict.fromkeys(t['file'] for t in result.targets))}) in {result.seconds:.1f}s")
 
 
 @main.command()

@@ -111,18 +111,6 @@ def check_export(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Pat
     return worst
 
 
-def quantize_int8(fp32: Path, out: Path) -> None:
-    """Dynamic int8 with ONNX Runtime's quantization tools: per-channel int8 weights on MatMul/Gemm only,
-    so LayerNorm, softmax, pooling and L2 normalization stay in fp32. The ABI record is kept."""
-    import logging
-
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    logging.getLogger().setLevel(logging.ERROR)  # the tool logs a pre-processing hint at WARNING
-    quantize_dynamic(str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
-                     op_types_to_quantize=["MatMul", "Gemm"])
-
-
 def check_runs(path: Path, inputs: dict[str, torch.Tensor], names: list[str]) -> None:
     """A reduced-precision graph must load, run and return finite outputs of the ABI's shapes."""
     import onnxruntime as ort

@@ -6,6 +6,7 @@ refused rather than guessed.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,11 @@ from readout_export.source import DenseSpec, ModelSource, read_source
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
 PROBLEM_TYPES = {"sequence_classification": "single_label_classification",
                  "multilabel_classification": "multi_label_classification", "regression": "regression"}
-SUPPORTED_TARGETS = {("onnx", "fp32"), ("onnx", "int8")}
+# (format, precision, runtime). bf16 is the fp32 graph run with OpenVINO's bf16 inference precision (ONNX
+# Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see onnx_export / quantize).
+SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
+                     ("onnx", "bf16", "openvino")}
+DEFAULT_RUNTIME = {"bf16": "openvino"}
 GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 
@@ -188,15 +193,37 @@ def _resolve_max_length(plan: Plan, stated: int | None) -> None:
 def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
     targets = targets or [{"format": "onnx", "precision": "fp32"}]
     seen = set()
+    resolved = []
     for i, t in enumerate(targets):
-        key = (t["format"], t["precision"])
+        t = dict(t)
+        t.setdefault("runtime", DEFAULT_RUNTIME.get(t["precision"], "onnxruntime"))
+        key = (t["format"], t["precision"], t["runtime"])
+        name = target_name(t)
         if key in seen:
-            raise ManifestError(f"$.targets[{i}]", f"repeats target {t['format']}-{t['precision']}")
+            raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
         seen.add(key)
         if key not in SUPPORTED_TARGETS:
-            raise ManifestError(f"$.targets[{i}]", f"{t['format']}-{t['precision']} is not built by this release "
-                                                   f"(supported: {', '.join(f'{a}-{b}' for a, b in sorted(SUPPORTED_TARGETS))})")
-    plan.targets = [dict(t) for t in targets]
+            raise ManifestError(f"$.targets[{i}]", f"{name} is not built by this release (supported: "
+                                                   f"{', '.join(sorted(target_name(dict(zip(('format', 'precision', 'runtime'), k))) for k in SUPPORTED_TARGETS))})")
+        if "isa" in t and t["precision"] != "int8":
+            raise ManifestError(f"$.targets[{i}].isa", "isa applies to int8 targets only")
+        if t["precision"] == "int8":
+            t.setdefault("isa", "avx512-vnni")
+            if t["runtime"] == "openvino" and t["isa"] == "arm64":
+                raise ManifestError(f"$.targets[{i}].isa", "arm64 (Jetson's CPU) takes the onnxruntime int8 recipe; "
+                                                           "drop runtime or set it to onnxruntime")
+        if t["runtime"] == "openvino" and t["precision"] == "int8" and importlib.util.find_spec("nncf") is None:
+            raise ManifestError(f"$.targets[{i}]", "onnx-int8-openvino is calibrated with NNCF, which is not "
+                                                   "installed: pip install 'readout-export[openvino]'")
+        resolved.append(t)
+    plan.targets = resolved
+
+
+def target_name(t: dict[str, str]) -> str:
+    """format-precision, with the runtime appended where it is not the precision's default."""
+    runtime = t.get("runtime") or DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
+    default = DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
+    return f"{t['format']}-{t['precision']}" + ("" if runtime == default else f"-{runtime}")
 
 
 def _pooling_list(stated: Any) -> list[str] | None:

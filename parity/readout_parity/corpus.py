@@ -84,3 +84,37 @@ def load_corpus(path: str | Path, family: str) -> list[Any]:
     if not items:
         raise ValueError(f"{path}: no items")
     return items
+
+
+def _sentences() -> list[str]:
+    words = [t for t in TEXTS if t != LONG and len(t.split()) > 2]
+    return words + [s.strip() + "." for s in LONG.split(". ")[:3] if s.strip()]
+
+
+def mixed_corpus(family: str, n: int, seed: int, min_words: int = 5, max_words: int = 110) -> list[Any]:
+    """``n`` items of uniformly spread lengths (in words), recombined from the built-in sentences with a
+    seeded generator: a fixed mixed-length corpus for benchmarks and int8 calibration (about 8..148 tokens
+    for WordPiece vocabularies at the default word range)."""
+    import random
+
+    rng = random.Random(seed)
+    pool = _sentences()
+
+    def text(words: int) -> str:
+        out: list[str] = []
+        while len(out) < words:
+            out += rng.choice(pool).split()
+        return " ".join(out[:words])
+
+    items: list[Any] = []
+    for _ in range(n):
+        words = rng.randint(min_words, max_words)
+        if family == "multiple_choice":
+            q, choices = rng.choice(CHOICES)
+            items.append((q + " " + text(max(1, words // 4)), list(choices)))
+        elif family in ("extractive_qa", "cross_encoder"):
+            q, _ = rng.choice(PAIRS)
+            items.append((q, text(words)))
+        else:
+            items.append(text(words))
+    return items

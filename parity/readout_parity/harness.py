@@ -59,6 +59,21 @@ def _feed(encoder: TextEncoder, encs: Sequence[Any], side: str, choices: int | N
     return feed
 
 
+def encode_groups(encoder: TextEncoder, family: str, items: Sequence[Any]) -> list[list[Any]]:
+    """Each item's encodings (one per choice for multiple choice), type-checked by the SDK's encoder."""
+    groups = []
+    for i, item in enumerate(items):
+        parts = [(item[0], c) for c in item[1]] if family == "multiple_choice" else [item]
+        groups.append([encoder.encode(i, p) for p in parts])
+    return groups
+
+
+def item_feeds(encoder: TextEncoder, family: str, items: Sequence[Any]) -> list[dict[str, np.ndarray]]:
+    """One unpadded batch-1 feed per item (the int8 calibration set and the eager reference use these)."""
+    return [_feed(encoder, g, "right", len(g) if family == "multiple_choice" else None)
+            for g in encode_groups(encoder, family, items)]
+
+
 def _split(out: dict[str, np.ndarray], feed: dict[str, np.ndarray], record: dict, choices: int | None) -> list[dict]:
     """Per-item outputs; per-row outputs keep only the rows the mask marks valid."""
     seq = {o["name"] for o in record["outputs"] if "sequence" in o["axes"]}
@@ -94,10 +109,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     family = record["family"]
     items = load_corpus(corpus, family) if corpus else default_corpus(family)
     encoder = TextEncoder(record, art.path / art.tokenizer_file)
-    groups = []
-    for i, item in enumerate(items):
-        parts = [(item[0], c) for c in item[1]] if family == "multiple_choice" else [item]
-        groups.append([encoder.encode(i, p) for p in parts])
+    groups = encode_groups(encoder, family, items)
     lengths = [len(e.ids) for g in groups for e in g]
     names = [o["name"] for o in record["outputs"]]
     say(f"reference: {REFERENCE} ({len(items)} items)")

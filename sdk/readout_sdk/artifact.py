@@ -21,14 +21,36 @@ class ArtifactError(RuntimeError):
     """An artifact that cannot be trusted or read."""
 
 
+DEFAULT_RUNTIME = {"bf16": "openvino"}
+# which CPU runtimes can execute a target's graph: bf16 is OpenVINO's bf16 inference precision on the fp32
+# graph; the dynamic int8 graph uses ONNX Runtime's integer ops; a QDQ int8 graph runs on both.
+RUNS_ON = {("fp32", "onnxruntime"): ("onnxruntime", "openvino"), ("int8", "onnxruntime"): ("onnxruntime",),
+           ("int8", "openvino"): ("openvino", "onnxruntime"), ("bf16", "openvino"): ("openvino",)}
+
+
 @dataclass(frozen=True)
 class Target:
-    """One compiled graph of the artifact."""
+    """One compiled graph of the artifact (``runtime``: the runtime its graph was prepared for)."""
 
     format: str
     precision: str
     file: str
     sha256: str
+    runtime: str = "onnxruntime"
+    isa: str | None = None
+
+    @property
+    def name(self) -> str:
+        """format-precision, plus the runtime where it is not the precision's default (onnx-int8-openvino)."""
+        default = DEFAULT_RUNTIME.get(self.precision, "onnxruntime")
+        return f"{self.format}-{self.precision}" + ("" if self.runtime == default else f"-{self.runtime}")
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The SDK backends that can run this target, preferred first."""
+        if self.format != "onnx":
+            return ()
+        return RUNS_ON.get((self.precision, self.runtime), ("onnxruntime",))
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,7 @@ class Artifact:
         for t in self.targets:
             if t.format == fmt and t.precision == precision:
                 return t
-        have = ", ".join(f"{t.format}-{t.precision}" for t in self.targets)
+        have = ", ".join(t.name for t in self.targets)
         raise ArtifactError(f"artifact has no {fmt}-{precision} target (it has: {have})")
 
 
@@ -110,12 +132,19 @@ def open_artifact(path: str | Path, check_graphs: bool = True) -> Artifact:
         raise ArtifactError(f"{meta_path}: no 'abi' record") from None
     except AbiError as e:
         raise ArtifactError(f"{meta_path}: {e}") from None
-    targets = tuple(Target(**t) for t in meta.get("targets", []))
+    try:
+        targets = tuple(Target(**t) for t in meta.get("targets", []))
+    except TypeError as e:
+        raise ArtifactError(f"{meta_path}: a target entry has unknown fields ({e})") from None
     if not targets:
         raise ArtifactError(f"{meta_path}: lists no targets")
     tok = meta["tokenizer"]
     _verify_hash(root, tok["file"], tok["sha256"])
+    verified: set[tuple[str, str]] = set()
     for t in targets:
+        if (t.file, t.sha256) in verified:  # bf16 shares the fp32 graph: hash it once
+            continue
+        verified.add((t.file, t.sha256))
         graph = _verify_hash(root, t.file, t.sha256)
         if check_graphs and t.format == "onnx":
             embedded = read_onnx_record(graph)

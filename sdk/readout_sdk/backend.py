@@ -1,7 +1,9 @@
-"""Execution backends: ONNX Runtime on CPU, and its CUDA / TensorRT providers where installed."""
+"""Choosing what runs: target x backend (ONNX Runtime on CPU/CUDA/TensorRT providers, OpenVINO on CPU)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from readout_sdk.errors import DeviceUnavailable
 
@@ -56,26 +58,122 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
 
 
-def pick_target(targets, precision: str | None, device: str):
-    """The requested precision's ONNX target, or the most precise one; refusals list what exists."""
-    onnx_targets = [t for t in targets if t.format == "onnx"]
-    have = ", ".join(f"{t.format}-{t.precision}" for t in targets)
-    if precision is not None:
-        for t in onnx_targets:
-            if t.precision == precision:
-                return t
-        raise DeviceUnavailable(f"precision {precision!r} is not in this artifact (it has: {have})")
-    for p in PRECISION_ORDER:
-        for t in onnx_targets:
-            if t.precision == p:
-                return t
-    raise DeviceUnavailable(f"no target of this artifact runs on {device} with onnxruntime (it has: {have})")
+BACKENDS = ("onnxruntime", "openvino")
 
 
-def make_session(path: Path, providers: list[str]):
-    """An inference session; ONNX Runtime sessions may be run from several threads at once."""
-    import onnxruntime as ort
+def installed(backend: str) -> bool:
+    """Whether a backend's runtime can be imported here (without importing it)."""
+    import importlib.util
 
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=providers)
+    return importlib.util.find_spec(backend) is not None
+
+
+def machine_id() -> str:
+    """What makes CPU measurements comparable: architecture, CPU model and the instruction sets that
+    change kernels (bench and parity results kept in an artifact are used only on the same kind of CPU)."""
+    import platform
+
+    model, flags = platform.processor() or "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and not model.strip():
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith(("flags", "Features")):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isa = sorted(flags & {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "asimddp"})
+    return f"{platform.machine()} | {model} | {' '.join(isa)}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The target and backend a load picked, and why."""
+
+    target: Any
+    backend: str
+    reason: str
+
+
+def _candidates(targets, precision: str | None, backend: str, device: str) -> list[tuple[Any, str]]:
+    pairs = []
+    for t in targets:
+        if precision is not None and t.precision != precision:
+            continue
+        for b in t.backends:
+            if backend != "auto" and b != backend:
+                continue
+            if device == "cuda" and b != "onnxruntime":
+                continue
+            pairs.append((t, b))
+    return pairs
+
+
+def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int]:
+    t, b = pair
+    return (PRECISION_ORDER.index(t.precision) if t.precision in PRECISION_ORDER else 99,
+            0 if t.runtime == "onnxruntime" else 1, t.backends.index(b))
+
+
+def choose(targets, precision: str | None, device: str, backend: str = "auto",
+           measured: dict[tuple[str, str], float] | None = None) -> Selection:
+    """Pick (target, backend). Explicit choices are honoured or refused with what exists; otherwise the
+    fastest pair that passed parity on this machine (``measured``: items/s of such pairs, from the
+    artifact's kept bench and parity reports), else the most precise target on the base install."""
+    if backend not in BACKENDS + ("auto",):
+        raise DeviceUnavailable(f"unknown backend {backend!r}; expected 'onnxruntime', 'openvino' or 'auto'")
+    if device == "cuda" and backend == "openvino":
+        raise DeviceUnavailable("backend 'openvino' runs on the CPU in this release; use device='cpu'")
+    have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
+    pairs = _candidates(targets, precision, backend, device)
+    if not pairs:
+        what = f"precision {precision!r}" if precision else "no target"
+        where = f" on backend {backend!r}" if backend != "auto" else ""
+        raise DeviceUnavailable(f"{what}{where} is not runnable from this artifact on {device} "
+                                f"(it has: {have})")
+    runnable = [p for p in pairs if installed(p[1])]
+    if not runnable:
+        raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "
+                                "pip install 'readout-export[openvino]'")
+    if precision is None and backend == "auto" and device != "cuda" and measured:
+        ranked = [p for p in runnable if (p[0].name, p[1]) in measured]
+        if ranked:
+            best = max(ranked, key=lambda p: measured[(p[0].name, p[1])])
+            return Selection(best[0], best[1], f"fastest target that passed parity on this machine "
+                                            f"({measured[(best[0].name, best[1])]:.0f} items/s in the kept bench)")
+    best = min(runnable, key=_default_rank)
+    return Selection(best[0], best[1], "requested" if precision or backend != "auto" else "most precise target")
+
+
+PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
+
+
+def kept_measurements(root: Path) -> dict[tuple[str, str], float]:
+    """items/s of each (target, backend) that the artifact's kept bench measured on this kind of machine
+    and whose kept parity checks on that backend all passed on this kind of machine; {} when none."""
+    import json
+
+    try:
+        bench = json.loads((root / "bench.json").read_text(encoding="utf-8"))
+        parity = json.loads((root / "parity.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    here = machine_id()
+    if bench.get("machine") != here or parity.get("machine") != here:
+        return {}
+    verdicts: dict[tuple[str, str], set[str]] = {}
+    for check in parity.get("checks", []):
+        b = PROVIDER_BACKEND.get(check.get("provider"))
+        if b:
+            verdicts.setdefault((check["target"], b), set()).add(check["decision"])
+    passed = {k for k, v in verdicts.items() if v == {"PASS"}}
+    out: dict[tuple[str, str], float] = {}
+    for row in bench.get("rows", []):
+        key = (row.get("target"), row.get("backend"))
+        if key in passed and row.get("items_per_s"):
+            out[key] = max(out.get(key, 0.0), float(row["items_per_s"]))
+    return out

@@ -7,6 +7,7 @@ used from several threads at once.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -14,7 +15,9 @@ import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
-from readout_sdk.backend import make_session, pick_target, providers_for
+from readout_sdk.artifact import Target
+from readout_sdk.backend import choose, kept_measurements, providers_for
+from readout_sdk.runners import OpenVINORunner, OrtRunner, cpu_has_bf16
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.tagging import decode_entities, pieces
@@ -29,42 +32,65 @@ CALLS = {"embedding": "embed", "sequence_classification": "classify", "multilabe
          "multiple_choice": "choose"}
 WINDOW_FAMILIES = ("embedding", "sequence_classification", "multilabel_classification", "regression",
                    "extractive_qa")
+DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see README)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 
 
-def load(path: str | Path, device: str = "auto", precision: str | None = None) -> "Engine":
+def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
+         streams: int | None = None, max_batch_tokens: int = DEFAULT_BATCH_TOKENS) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
-    picks among the artifact's targets (default: the most precise that runs here). Before anything
-    runs, the ABI major version, every file's sha256 and the graph's embedded record are checked.
+    (fp32, bf16, int8) and ``backend`` (``"onnxruntime"``, ``"openvino"``) pick among the artifact's
+    targets; by default the fastest target that passed parity on this kind of machine (from the
+    artifact's kept ``bench`` and ``parity`` reports), else the most precise on ONNX Runtime.
+    ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
+    ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
+    Before anything runs, the ABI major version, every file's sha256 and the graph's embedded record
+    are checked.
     """
     art = open_artifact(path, check_graphs=False)
-    target = pick_target(art.targets, precision, device)
-    cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / target.sha256[:16]
-    providers = providers_for(device, art.record, cache)
-    session = make_session(art.path / target.file, providers)
-    if device == "cuda" and session.get_providers()[0] == "CPUExecutionProvider":
-        raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
-                                "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
-    embedded = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+    measured = kept_measurements(art.path) if device in ("auto", "cpu") else {}
+    choice = choose(art.targets, precision, device, backend, measured)
+    target = choice.target
+    if choice.backend == "openvino":
+        hint = "bf16" if target.precision == "bf16" else "f32"
+        if target.precision == "int8":  # the ops int8 leaves out run at bf16 where the CPU has it
+            hint = "bf16" if cpu_has_bf16() else "f32"
+        runner: Any = OpenVINORunner(art.path / target.file, hint, streams)
+    else:
+        cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / target.sha256[:16]
+        runner = OrtRunner(art.path / target.file, providers_for(device, art.record, cache), streams or 1)
+        if device == "cuda" and runner.device == "cpu":
+            raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
+                                    "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
+    embedded = runner.embedded_metadata().get(METADATA_KEY)
     if embedded is None or json.loads(embedded) != art.record:
         raise ArtifactError(f"{target.file}: the record embedded in the graph differs from readout.json")
-    return Engine(art, session, target.precision, providers)
+    return Engine(art, runner, target, choice.reason, max_batch_tokens)
 
 
 class Engine:
     """A loaded artifact. Family-specific calls refuse other families, naming the right call."""
 
-    def __init__(self, artifact: Artifact, session: Any, precision: str, providers: list[str]):
+    def __init__(self, artifact: Artifact, runner: Any, target: Target, reason: str = "",
+                 max_batch_tokens: int = DEFAULT_BATCH_TOKENS):
+        _positive(max_batch_tokens=max_batch_tokens)
         self.artifact = artifact
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
         self.labels: tuple[str, ...] | None = tuple(self.abi["output"]["labels"]) if self.abi["output"].get("labels") else None
-        self.precision = precision
-        self.providers = tuple(session.get_providers())
-        self.device = "cpu" if self.providers[0] == "CPUExecutionProvider" else "cuda"
-        self._session = session
+        self.target = target
+        self.precision = target.precision
+        self.backend: str = runner.backend
+        self.providers = tuple(runner.providers)
+        self.device: str = runner.device
+        self.streams: int = runner.streams
+        self.execution: dict[str, Any] = dict(runner.execution)
+        self.choice_reason = reason
+        self.max_batch_tokens = max_batch_tokens
+        self._runner = runner
+        self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._encoder = TextEncoder(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
         self._long = self.abi["input"].get("long_inputs") or {"policy": "truncate"}
@@ -80,7 +106,8 @@ class Engine:
         return self._encoder.tokenizer
 
     def __repr__(self) -> str:
-        return f"Engine({self.abi['name']!r}, family={self.family}, device={self.device}, precision={self.precision})"
+        return (f"Engine({self.abi['name']!r}, family={self.family}, target={self.target.name}, backend={self.backend}, "
+                f"device={self.device})")
 
     # ---- raw access -------------------------------------------------------------------------
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
@@ -90,10 +117,15 @@ class Engine:
         if "token_type_ids" in self._encoder.inputs:
             feed["token_type_ids"] = (np.zeros_like(feed["input_ids"]) if token_type_ids is None
                                       else np.asarray(token_type_ids, np.int64))
-        return dict(zip(self._names, self._session.run(self._names, feed)))
+        return self._forward(feed)
 
     def _forward(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(self._names, self._session.run(self._names, feed)))
+        return dict(zip(self._names, self._runner.run(self._names, feed)))
+
+    def _run_sorted(self, prepared: list[Prepared], batch_size: int, progress: Progress | None = None,
+                    weights: list[float] | None = None) -> list[dict[str, np.ndarray]]:
+        return run_sorted(prepared, batch_size, self._encoder, self._forward, progress, weights,
+                          self.max_batch_tokens, self._pool)
 
     def _need(self, call: str, *families: str) -> None:
         if self.family not in families:
@@ -116,19 +148,21 @@ class Engine:
         windowed = self._long["policy"] == "windows" and self.family != "extractive_qa"
         for chunk in chunks(check_items(items, what), CHUNK):
             prepared, owner, weights = [], [], []
-            for j, item in enumerate(chunk):
-                if pair:
+            if pair:
+                for j, item in enumerate(chunk):
                     _check_pair(base + j, item)
-                elif not isinstance(item, str):
-                    raise TypeError(f"item {base + j}: expected str, got {type(item).__name__}")
-                enc = self._encoder.encode(base + j, item, self._windows if windowed else None)
+            elif not all(isinstance(item, str) for item in chunk):
+                j = next(j for j, item in enumerate(chunk) if not isinstance(item, str))
+                raise TypeError(f"item {base + j}: expected str, got {type(chunk[j]).__name__}")
+            encoded = self._encoder.encode_batch(base, chunk, self._windows if windowed else None)
+            for j, enc in enumerate(encoded):
                 self._encoder.check(base + j, enc)
                 encodings.append(enc)
                 parts = [enc] + list(enc.overflowing) if windowed else [enc]
                 prepared += [Prepared((p,), bool(p.overflowing) and not windowed) for p in parts]
                 owner += [j] * len(parts)
                 weights += [1.0 / len(parts)] * len(parts)
-            results = run_sorted(prepared, batch_size, self._encoder, self._forward, progress, weights)
+            results = self._run_sorted(prepared, batch_size, progress, weights)
             grouped: list[list[dict[str, np.ndarray]]] = [[] for _ in chunk]
             cut = [False] * len(chunk)
             for r, p, o in zip(results, prepared, owner):
@@ -224,7 +258,7 @@ class Engine:
         for w in windows:
             self._encoder.check(0, w, "context")
         prepared = [Prepared((w,), False) for w in windows]
-        outs = run_sorted(prepared, batch_size, self._encoder, self._forward)
+        outs = self._run_sorted(prepared, batch_size)
         has_null = self.abi["output"].get("null_policy") == "cls"
         cls_id = self.abi["input"]["special_token_ids"].get("cls")
         candidates: list[tuple[float, int, int]] = []
@@ -325,7 +359,7 @@ class Engine:
             enc = self._encoder.encode(i, (question, c))
             self._encoder.check(i, enc)
             encs.append(enc)
-        out = run_sorted([Prepared(tuple(encs), False)], 1, self._encoder, self._forward)[0]
+        out = self._run_sorted([Prepared(tuple(encs), False)], 1)[0]
         probs = S.softmax(out["logits"])
         k = S.argmax_first(probs)
         return Choice(k, options[k], float(probs[k]), tuple(map(float, probs)), any(bool(e.overflowing) for e in encs))

@@ -6,6 +6,7 @@ max_length); the inverse permutation puts every result back where its input was.
 from __future__ import annotations
 
 import sys
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -57,13 +58,19 @@ class TextEncoder:
 
     def encode(self, index: int, item: Any, tokenizer: Tokenizer | None = None) -> Encoding:
         """Encode a text or a (first, second) pair, type-checked."""
-        tok = tokenizer or self.tokenizer
-        if isinstance(item, str):
-            return tok.encode(item)
-        if isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
-            return tok.encode(item[0], item[1])
-        raise TypeError(f"item {index}: expected {'a (str, str) pair' if not isinstance(item, str) else 'str'}, "
-                        f"got {type(item).__name__}")
+        return self.encode_batch(index, [item], tokenizer)[0]
+
+    def encode_batch(self, base: int, items: Sequence[Any], tokenizer: Tokenizer | None = None) -> list[Encoding]:
+        """Type-check, then encode all items in one Rust call (parallel, outside the GIL)."""
+        inputs: list[Any] = []
+        for j, item in enumerate(items):
+            if isinstance(item, str):
+                inputs.append(item)
+            elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+                inputs.append((item[0], item[1]))
+            else:
+                raise TypeError(f"item {base + j}: expected str or a (str, str) pair, got {type(item).__name__}")
+        return (tokenizer or self.tokenizer).encode_batch(inputs) if inputs else []
 
     def pad(self, encs: Sequence[Encoding]) -> dict[str, np.ndarray]:
         """Right-pad to the longest encoding; return the graph inputs the record names."""
@@ -117,30 +124,54 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Length-sorted batches (longest first) of at most ``batch_size`` items and ``max_tokens`` padded
+    tokens each (a single item longer than the budget still runs, alone)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    rows = [len(p.encodings) * max(len(e.ids) for e in p.encodings) for p in prepared]
+    order = sorted(range(len(prepared)), key=lambda i: -rows[i])
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) == batch_size or (len(current) + 1) * rows[current[0]] > max_tokens):
+            out.append(current)
+            current = []
+        current.append(i)
+    if current:
+        out.append(current)
+    return out
+
+
 def run_sorted(prepared: Sequence[Prepared], batch_size: int, encoder: TextEncoder,
                forward: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
-               progress: Progress | None = None, weights: Sequence[float] | None = None) -> list[dict[str, np.ndarray]]:
-    """Run items in length-sorted batches; return per-item outputs in input order.
+               progress: Progress | None = None, weights: Sequence[float] | None = None,
+               max_tokens: int = 1 << 62, pool: Executor | None = None) -> list[dict[str, np.ndarray]]:
+    """Run items in length-sorted batches (see plan_batches); return per-item outputs in input order.
 
+    With ``pool``, batches run concurrently (one per stream); the results land by index, so order holds.
     Per-row outputs keep only the item's own rows; multiple-choice items keep their [choices] axis.
     ``weights`` says how much of one input each item is (1/windows), so progress counts inputs.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    order = sorted(range(len(prepared)), key=lambda i: -max(len(e.ids) for e in prepared[i].encodings))
     results: list[dict[str, np.ndarray] | None] = [None] * len(prepared)
     seq_outputs = {o["name"] for o in encoder.record["outputs"] if "sequence" in o["axes"]}
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+    choice = encoder.record["family"] == "multiple_choice"
+
+    def one(idx: list[int]) -> list[int]:
         k = len(prepared[idx[0]].encodings)
-        flat = [e for i in idx for e in prepared[i].encodings]
-        feed = encoder.pad(flat)
-        if encoder.record["family"] == "multiple_choice":
+        feed = encoder.pad([e for i in idx for e in prepared[i].encodings])
+        if choice:
             feed = {name: v.reshape(len(idx), k, -1) for name, v in feed.items()}
         out = forward(feed)
         for j, i in enumerate(idx):
             n = len(prepared[i].encodings[0].ids)
             results[i] = {name: (v[j, :n] if name in seq_outputs else v[j]) for name, v in out.items()}
+        return idx
+
+    planned = plan_batches(prepared, batch_size, max_tokens)
+    done = (pool.submit(one, idx) for idx in planned) if pool else None
+    for item in (list(done) if done is not None else planned):
+        idx = item.result() if pool else one(item)
         if progress:
             progress.update(sum(weights[i] for i in idx) if weights else len(idx))
     return results  # type: ignore[return-value]

@@ -1,0 +1,127 @@
+"""Runners: one compiled graph on one runtime, behind one call, ``run(names, feed) -> arrays``.
+
+Every runner is safe to call from several threads at once (the SDK runs ``streams`` batches in
+parallel): ONNX Runtime sessions are thread-safe; OpenVINO infer requests are not, so the runner keeps
+a pool of them and lends one per call. Everything that can be prepared is prepared at load.
+"""
+from __future__ import annotations
+
+import os
+import queue
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from readout_sdk.errors import DeviceUnavailable
+
+OPENVINO_EXTRA = "pip install 'readout-export[openvino]'"
+
+
+def physical_cores() -> int:
+    """CPUs this process may use (affinity-aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+class OrtRunner:
+    """ONNX Runtime session, options set deliberately: every graph optimization, intra-op threads over
+    the usable CPUs, one inter-op thread, the memory arena on, and no spinning between calls (the SDK
+    tokenizes and scatters between runs; spinning workers would steal those cycles on small machines)."""
+
+    backend = "onnxruntime"
+
+    def __init__(self, path: Path, providers: list[Any], streams: int = 1):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = max(1, physical_cores() // max(1, streams))
+        opts.inter_op_num_threads = 1
+        opts.enable_cpu_mem_arena = True
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path), opts, providers=providers)
+        self.providers = tuple(self.session.get_providers())
+        self.device = "cpu" if self.providers[0] == "CPUExecutionProvider" else "cuda"
+        self.streams = max(1, streams)
+        self.execution = {"provider": self.providers[0], "intra_op_threads": opts.intra_op_num_threads}
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if self.device == "cuda":
+            return self._run_bound(names, feed)
+        return self.session.run(names, feed)
+
+    def _run_bound(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """IO binding on GPU: inputs copied once, outputs left on the device until read back together."""
+        binding = self.session.io_binding()
+        for name, value in feed.items():
+            binding.bind_cpu_input(name, value)
+        for name in names:
+            binding.bind_output(name, "cuda")
+        self.session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()
+
+    def embedded_metadata(self) -> dict[str, str]:
+        return dict(self.session.get_modelmeta().custom_metadata_map)
+
+
+def openvino_core() -> Any:
+    """An OpenVINO Core, or a refusal naming the extra."""
+    try:
+        import openvino as ov
+    except ImportError:
+        raise DeviceUnavailable(f"backend 'openvino' needs the OpenVINO runtime: {OPENVINO_EXTRA}") from None
+    return ov.Core()
+
+
+def cpu_has_bf16(core: Any | None = None) -> bool:
+    """Whether the CPU computes in bf16 natively (avx512-bf16 or AMX), as OpenVINO reports it."""
+    core = core or openvino_core()
+    return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+class OpenVINORunner:
+    """OpenVINO on the CPU, reading the artifact's ONNX graph directly. ``inference_precision`` is 'f32'
+    (set explicitly: OpenVINO would otherwise pick bf16 on AMX machines) or 'bf16'. The THROUGHPUT hint
+    gives several CPU streams; the runner holds one infer request per stream."""
+
+    backend = "openvino"
+    device = "cpu"
+
+    def __init__(self, path: Path, inference_precision: str, streams: int | None = None):
+        core = openvino_core()
+        if inference_precision == "bf16" and not cpu_has_bf16(core):
+            raise DeviceUnavailable("precision 'bf16' needs a CPU with avx512-bf16 or AMX; this CPU offers "
+                                    f"{', '.join(core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES'))}. "
+                                    "Use fp32 or int8")
+        config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_PRECISION_HINT": inference_precision}
+        if streams:
+            config["NUM_STREAMS"] = str(streams)
+        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        self.streams = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(self.streams):
+            self._free.put(self.compiled.create_infer_request())
+        self._ports = {out.get_any_name(): out for out in self.compiled.outputs}
+        self.providers = ("OpenVINO:CPU",)
+        self.execution = {"provider": "OpenVINO:CPU", "inference_precision": inference_precision,
+                          "streams": self.streams}
+        self._path = path
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        request = self._free.get()
+        try:
+            result = request.infer(feed)  # copies outputs out of the request's buffers
+            return [np.asarray(result[self._ports[n]]) for n in names]
+        finally:
+            self._free.put(request)
+
+    def embedded_metadata(self) -> dict[str, str]:
+        from readout_sdk.artifact import read_onnx_record
+        from readout_sdk.abi import METADATA_KEY
+        import json
+
+        return {METADATA_KEY: json.dumps(read_onnx_record(self._path))}
