@@ -184,5 +184,55 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
     sys.exit(report.exit_code(strict))
 
 
+@main.command()
+@click.argument("artifact", type=click.Path(file_okay=False))
+@click.option("--items", default=512, show_default=True, help="Corpus size (fixed seed, 8..148 tokens).")
+@click.option("--repeats", default=5, show_default=True, help="Full passes per configuration; the median counts.")
+@click.option("--latency-items", default=64, show_default=True, help="Single-item calls timed for p50/p95.")
+@click.option("--no-processes", is_flag=True, help="Skip import time, peak RSS and installed size (subprocesses).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of throughput vs parity.")
+@click.option("--keep/--no-keep", default=True, show_default=True,
+              help="Keep bench.json in the artifact (load(device='auto') then picks the fastest target that "
+                   "passed parity on this kind of machine).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def bench(artifact: str, items: int, repeats: int, latency_items: int, no_processes: bool, json_path: str | None,
+          plot_path: str | None, keep: bool, debug: bool) -> None:
+    """Measure ARTIFACT against its peers in one run: throughput (batch 32), latency (batch 1), parity
+    against eager PyTorch, GEMM peak and achieved GFLOP/s, import time, peak RSS, install size, and the
+    performance goals. A benchmark, not a test: it exits 0 whatever the goals decide."""
+    from pathlib import Path
+
+    for name, value in (("--items", items), ("--repeats", repeats), ("--latency-items", latency_items)):
+        if value < 1:
+            raise click.BadParameter(f"must be at least 1, got {value}", param_hint=name)
+
+    def go():
+        _require_export_extra()
+        from readout_export.bench.report import keep_in_artifact, plot, to_json
+        from readout_export.bench.run import run_bench
+        from readout_parity.reference import ParityError
+
+        try:
+            report = run_bench(artifact, items, repeats, latency_items, not no_processes,
+                               say=lambda m: click.echo(f"  {m}", err=True))
+        except ParityError as e:
+            from readout_sdk.artifact import ArtifactError
+
+            raise ArtifactError(str(e)) from None
+        if keep:
+            keep_in_artifact(report)
+        if json_path:
+            Path(json_path).write_text(json.dumps(to_json(report), indent=2, default=str) + "\n", encoding="utf-8")
+        if plot_path:
+            plot(report, Path(plot_path))
+        return report
+
+    report = _run(debug, False, go)
+    from readout_export.bench.report import table
+
+    click.echo(table(report))
+
+
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from readout_sdk.artifact import Artifact, open_artifact
+from readout_sdk.backend import machine_id
 from readout_sdk.text import TextEncoder
 
 from readout_parity.checks import Check, budgets_for, decide, not_evaluated
@@ -33,6 +34,7 @@ class Report:
     checks: list[Check]
     measurements: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    machine: str = ""
 
     def counts(self) -> dict[str, int]:
         out = {"PASS": 0, "FAIL": 0, "NOT_EVALUATED": 0}
@@ -98,6 +100,33 @@ def _providers() -> list[str]:
     return ort.get_available_providers()
 
 
+def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[str, Any]]:
+    """(provider label, runner factory or the reason it cannot run here) for every way the SDK can run
+    ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU."""
+    from readout_sdk.backend import installed
+    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16
+
+    path = art.path / target.file
+    out: list[tuple[str, Any]] = []
+    for backend in target.backends:
+        if backend == "onnxruntime":
+            for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
+                if provider in available:
+                    out.append((provider, lambda p=provider: OrtRunner(path, [p])))
+                else:
+                    out.append((provider, "no CUDA device (onnxruntime-gpu not installed)"))
+        elif not installed("openvino"):
+            out.append(("OpenVINO:CPU", f"OpenVINO is not installed ({OPENVINO_EXTRA})"))
+        else:
+            bf16 = cpu_has_bf16()
+            if target.precision == "bf16" and not bf16:
+                out.append(("OpenVINO:CPU", "this CPU has no native bf16 (avx512-bf16 or AMX)"))
+                continue
+            hint = "bf16" if target.precision == "bf16" or (target.precision == "int8" and bf16) else "f32"
+            out.append(("OpenVINO:CPU", lambda h=hint: OpenVINORunner(path, h)))
+    return out
+
+
 def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
                say: Callable[[str], None] = lambda _m: None) -> Report:
     """Run the grid for every target of the artifact at ``path`` and decide every budgeted metric."""
@@ -125,17 +154,17 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     measurements: list[dict[str, Any]] = []
     available = _providers()
     for target in art.targets:
-        tname = f"{target.format}-{target.precision}"
+        tname = target.name
         if target.format != "onnx":
             checks.append(not_evaluated(tname, "-", "tensorrt targets are compared by the TensorRT backend "
                                                     "(not in this release)"))
             continue
-        for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
-            if provider not in available:
-                checks.append(not_evaluated(tname, provider, "no CUDA device (onnxruntime-gpu not installed)"))
+        for provider, make in _executions(art, target, available):
+            if isinstance(make, str):
+                checks.append(not_evaluated(tname, provider, make))
                 continue
-            session = ort.InferenceSession(str(art.path / target.file), providers=[provider])
-            run = lambda feed: dict(zip(names, session.run(names, feed)))  # noqa: E731
+            runner = make()
+            run = lambda feed, r=runner: dict(zip(names, r.run(names, feed)))  # noqa: E731
             worst: dict[str, tuple[float, str]] = {}
             for side in SIDES:
                 for width in widths:
@@ -164,6 +193,6 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                   {"source": str(corpus) if corpus else "built-in", "items": len(items),
                    "min_tokens": min(lengths), "max_tokens": max(lengths),
                    "max_length": record["input"]["max_length"]},
-                  {"targets": [f"{t.format}-{t.precision}" for t in art.targets], "providers": available,
+                  {"targets": [t.name for t in art.targets], "providers": available,
                    "padding_sides": list(SIDES), "batch_widths": list(widths)},
-                  checks, measurements, time.monotonic() - start)
+                  checks, measurements, time.monotonic() - start, machine_id())

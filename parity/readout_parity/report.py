@@ -25,17 +25,17 @@ def table(report: Report) -> str:
              f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
              f"batch widths {report.grid['batch_widths']}", ""]
-    head = f"{'target':<11} {'provider':<22} {'metric':<20} {'requirement':<12} {'measured':>12}  decision"
+    head = f"{'target':<19} {'provider':<22} {'metric':<20} {'requirement':<12} {'measured':>12}  decision"
     lines += [head, "-" * len(head)]
     for k in report.checks:
         measured = "-" if k.measured is None else f"{k.measured:.6g}"
         note = f"  ({k.reason})" if k.reason else ""
-        lines.append(f"{k.target:<11} {k.provider:<22} {k.metric:<20} {k.requirement:<12} {measured:>12}  "
+        lines.append(f"{k.target:<19} {k.provider:<22} {k.metric:<20} {k.requirement:<12} {measured:>12}  "
                      f"{k.decision}{note}")
     if report.measurements:
         lines += ["", "measured, not gated:"]
         for m in report.measurements:
-            lines.append(f"  {m['target']:<27} {m['metric']:<18} {m['measured']:.6g}  ({m['worst_case']})")
+            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<18} {m['measured']:.6g}  ({m['worst_case']})")
     n = report.counts()
     lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
                   f"(NOT_EVALUATED never counts as a pass) in {report.seconds:.1f}s"]

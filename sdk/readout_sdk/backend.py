@@ -99,9 +99,12 @@ class Selection:
     reason: str
 
 
-def _candidates(targets, precision: str | None, backend: str, device: str) -> list[tuple[Any, str]]:
+def _candidates(targets, precision: str | None, backend: str, device: str,
+                name: str | None = None) -> list[tuple[Any, str]]:
     pairs = []
     for t in targets:
+        if name is not None and t.name != name:
+            continue
         if precision is not None and t.precision != precision:
             continue
         for b in t.backends:
@@ -120,7 +123,7 @@ def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int]:
 
 
 def choose(targets, precision: str | None, device: str, backend: str = "auto",
-           measured: dict[tuple[str, str], float] | None = None) -> Selection:
+           measured: dict[tuple[str, str], float] | None = None, target: str | None = None) -> Selection:
     """Pick (target, backend). Explicit choices are honoured or refused with what exists; otherwise the
     fastest pair that passed parity on this machine (``measured``: items/s of such pairs, from the
     artifact's kept bench and parity reports), else the most precise target on the base install."""
@@ -129,9 +132,9 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     if device == "cuda" and backend == "openvino":
         raise DeviceUnavailable("backend 'openvino' runs on the CPU in this release; use device='cpu'")
     have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
-    pairs = _candidates(targets, precision, backend, device)
+    pairs = _candidates(targets, precision, backend, device, target)
     if not pairs:
-        what = f"precision {precision!r}" if precision else "no target"
+        what = f"target {target!r}" if target else f"precision {precision!r}" if precision else "no target"
         where = f" on backend {backend!r}" if backend != "auto" else ""
         raise DeviceUnavailable(f"{what}{where} is not runnable from this artifact on {device} "
                                 f"(it has: {have})")
@@ -139,14 +142,15 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     if not runnable:
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "
                                 "pip install 'readout-export[openvino]'")
-    if precision is None and backend == "auto" and device != "cuda" and measured:
+    explicit = precision is not None or target is not None or backend != "auto"
+    if not explicit and device != "cuda" and measured:
         ranked = [p for p in runnable if (p[0].name, p[1]) in measured]
         if ranked:
             best = max(ranked, key=lambda p: measured[(p[0].name, p[1])])
             return Selection(best[0], best[1], f"fastest target that passed parity on this machine "
                                             f"({measured[(best[0].name, best[1])]:.0f} items/s in the kept bench)")
     best = min(runnable, key=_default_rank)
-    return Selection(best[0], best[1], "requested" if precision or backend != "auto" else "most precise target")
+    return Selection(best[0], best[1], "requested" if explicit else "most precise target")
 
 
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}

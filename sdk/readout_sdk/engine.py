@@ -37,13 +37,15 @@ CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large i
 
 
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
-         streams: int | None = None, max_batch_tokens: int = DEFAULT_BATCH_TOKENS) -> "Engine":
+         streams: int | None = None, max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
+         target: str | None = None) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
     (fp32, bf16, int8) and ``backend`` (``"onnxruntime"``, ``"openvino"``) pick among the artifact's
     targets; by default the fastest target that passed parity on this kind of machine (from the
     artifact's kept ``bench`` and ``parity`` reports), else the most precise on ONNX Runtime.
+    ``target`` names one target exactly (e.g. ``"onnx-int8-openvino"``, see ``readout-export inspect``).
     ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
     ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
     Before anything runs, the ABI major version, every file's sha256 and the graph's embedded record
@@ -51,23 +53,23 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     """
     art = open_artifact(path, check_graphs=False)
     measured = kept_measurements(art.path) if device in ("auto", "cpu") else {}
-    choice = choose(art.targets, precision, device, backend, measured)
-    target = choice.target
+    choice = choose(art.targets, precision, device, backend, measured, target)
+    picked = choice.target
     if choice.backend == "openvino":
-        hint = "bf16" if target.precision == "bf16" else "f32"
-        if target.precision == "int8":  # the ops int8 leaves out run at bf16 where the CPU has it
+        hint = "bf16" if picked.precision == "bf16" else "f32"
+        if picked.precision == "int8":  # the ops int8 leaves out run at bf16 where the CPU has it
             hint = "bf16" if cpu_has_bf16() else "f32"
-        runner: Any = OpenVINORunner(art.path / target.file, hint, streams)
+        runner: Any = OpenVINORunner(art.path / picked.file, hint, streams)
     else:
-        cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / target.sha256[:16]
-        runner = OrtRunner(art.path / target.file, providers_for(device, art.record, cache), streams or 1)
+        cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / picked.sha256[:16]
+        runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1)
         if device == "cuda" and runner.device == "cpu":
             raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
                                     "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
     embedded = runner.embedded_metadata().get(METADATA_KEY)
     if embedded is None or json.loads(embedded) != art.record:
-        raise ArtifactError(f"{target.file}: the record embedded in the graph differs from readout.json")
-    return Engine(art, runner, target, choice.reason, max_batch_tokens)
+        raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
+    return Engine(art, runner, picked, choice.reason, max_batch_tokens)
 
 
 class Engine:

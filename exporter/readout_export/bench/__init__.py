@@ -1,0 +1,1 @@
+"""readout-export bench: peers and this SDK side by side, in one run."""

@@ -1,0 +1,270 @@
+"""Everything the bench runs, behind one shape: a `Config` that encodes a list of items.
+
+``call`` is what a user would time (the SDK's typed API, a peer's own encode); ``raw`` returns one
+comparable array per item (embedding vector, logits, or token logits over the item's valid rows) so
+every row's parity is measured the same way against eager PyTorch.
+"""
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from readout_sdk.artifact import Artifact
+
+BATCH = 32
+PER_ROW = {"token_classification"}
+
+
+@dataclass
+class Config:
+    """One runnable configuration (a peer or an SDK target x backend)."""
+
+    name: str
+    kind: str                      # "eager", "peer" or "sdk"
+    precision: str
+    call: Callable[[list[Any]], Any] | None = None
+    raw: Callable[[list[Any]], list[np.ndarray]] | None = None
+    target: str | None = None
+    backend: str | None = None
+    skip: str | None = None        # why it cannot run here (reported NOT_EVALUATED)
+    timed_runtime: Callable[[], tuple[float, int]] | None = None  # (seconds inside the runtime, batches)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _sorted_batches(lengths: list[int], size: int = BATCH) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[s:s + size] for s in range(0, len(order), size)]
+
+
+def _pad(encs: list[Any], pad_id: int, names: list[str]) -> dict[str, np.ndarray]:
+    width = max(len(e.ids) for e in encs)
+    ids = np.full((len(encs), width), pad_id, np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for i, e in enumerate(encs):
+        n = len(e.ids)
+        ids[i, :n], mask[i, :n], types[i, :n] = e.ids, 1, e.type_ids
+    return {k: v for k, v in {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}.items() if k in names}
+
+
+def _batched(tokenizer: Any, pad_id: int, names: list[str], fn: Callable[[dict[str, np.ndarray]], np.ndarray],
+             family: str) -> Callable[[list[Any]], list[np.ndarray]]:
+    """Tokenize in one Rust call, run length-sorted batches of 32 (as sentence-transformers does), scatter
+    results back; per-row outputs keep the item's valid rows."""
+    def run(items: list[Any]) -> list[np.ndarray]:
+        encs = tokenizer.encode_batch(items)
+        out: list[np.ndarray | None] = [None] * len(items)
+        for idx in _sorted_batches([len(e.ids) for e in encs]):
+            feed = _pad([encs[i] for i in idx], pad_id, names)
+            result = fn(feed)
+            for j, i in enumerate(idx):
+                out[i] = result[j, :len(encs[i].ids)] if family in PER_ROW else result[j]
+        return out  # type: ignore[return-value]
+    return run
+
+
+def eager_config(art: Artifact, graph: Any, tokenizer: Any) -> Config:
+    """Eager PyTorch: the artifact's own readout graph rebuilt from the source model, fp32."""
+    import torch
+
+    record = art.record
+    names = [i["name"] for i in record["inputs"]]
+    first = record["outputs"][0]["name"]
+    pad = int(record["input"]["pad_token_id"])
+
+    def fn(feed: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.inference_mode():
+            out = graph(**{k: torch.from_numpy(v) for k, v in feed.items()})
+        return (out[0] if isinstance(out, tuple) else out).numpy()
+
+    run = _batched(tokenizer, pad, names, fn, record["family"])
+    return Config("eager PyTorch (readout graph)", "eager", "fp32", run, run, extra={"output": first})
+
+
+def sentence_transformers_configs(art: Artifact) -> list[Config]:
+    """sentence-transformers `encode` with each backend it offers, where installed (embedding only)."""
+    if art.family != "embedding":
+        return []
+    root = Path(art.source.get("model", ""))
+    out = []
+    for backend, needs in (("torch", "sentence_transformers"), ("onnx", "optimum.onnxruntime"),
+                           ("openvino", "optimum.intel")):
+        name = f"sentence-transformers backend={backend}"
+        if not _importable(needs):
+            out.append(Config(name, "peer", "fp32", skip=f"{needs} is not installed (sentence-transformers' "
+                                                           f"{backend} backend needs it)"))
+            continue
+
+        def make(backend: str = backend) -> Callable[[list[Any]], Any]:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(root), device="cpu", backend=backend, local_files_only=True)
+            model.max_seq_length = int(art.record["input"]["max_length"])
+            return lambda items: model.encode(items, batch_size=BATCH, convert_to_numpy=True)
+
+        try:
+            enc = make()
+        except Exception as e:  # a backend that cannot load this model is reported, not fatal
+            out.append(Config(name, "peer", "fp32", skip=f"could not load: {type(e).__name__}: {e}"))
+            continue
+        kind = "eager" if backend == "torch" else "peer"
+        out.append(Config(name, kind, "fp32", enc, lambda items, f=enc: list(f(items))))
+    return out
+
+
+def optimum_config(art: Artifact) -> Config:
+    """Optimum's ORTModel where installed (it pins transformers < 4.58 today)."""
+    return Config("optimum ORTModel (length-sorted)", "peer", "fp32",
+                  skip=None if _importable("optimum.onnxruntime") else
+                  "optimum-onnx is not installed (it pins transformers < 4.58)")
+
+
+def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -> list[Config]:
+    """Hand-built peers on a plain graph (the transformers model alone, no readout inside), with the
+    readout in numpy after it, as users wire ONNX Runtime or OpenVINO themselves; batches of 32 sorted
+    by length, synchronous, as sentence-transformers' onnx / openvino backends run."""
+    record = art.record
+    family = record["family"]
+    pooling = (record.get("readout") or {}).get("pooling")
+    if family == "embedding" and pooling not in (["mean"], "mean"):
+        why = "the plain-graph peers implement mean pooling only"
+        return [Config(f"{n} (plain graph)", "peer", p, skip=why)
+                for n, p in (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"))]
+    path = work / "plain.onnx"
+    _export_plain(graph, tokenizer, record, path)
+    names = [i["name"] for i in record["inputs"]]
+    pad = int(record["input"]["pad_token_id"])
+    normalize = bool(record["output"].get("normalized"))
+
+    def readout(h: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
+        if family != "embedding":
+            return h
+        m = feed["attention_mask"][..., None].astype(np.float32)
+        v = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        return v / np.linalg.norm(v, axis=1, keepdims=True) if normalize else v
+
+    configs = []
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ort_fn = _batched(tokenizer, pad, names, lambda f: readout(session.run(None, f)[0], f), family)
+    configs.append(Config("onnxruntime + numpy readout (plain graph)", "peer", "fp32", ort_fn, ort_fn))
+    for hint, precision in (("f32", "fp32"), ("bf16", "bf16")):
+        name = f"openvino {precision} + numpy readout (plain graph)"
+        if not _importable("openvino"):
+            configs.append(Config(name, "peer", precision, skip="openvino is not installed"))
+            continue
+        import openvino as ov
+
+        core = ov.Core()
+        if hint == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+            configs.append(Config(name, "peer", precision, skip="this CPU has no native bf16"))
+            continue
+        compiled = core.compile_model(core.read_model(str(path)), "CPU",
+                                      {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": hint})
+        request = compiled.create_infer_request()
+        fn = _batched(tokenizer, pad, names,
+                      lambda f, r=request, c=compiled: readout(r.infer(f)[c.outputs[0]], f), family)
+        configs.append(Config(name, "peer", precision, fn, fn))
+    return configs
+
+
+def _export_plain(graph: Any, tokenizer: Any, record: dict[str, Any], path: Path) -> None:
+    """The transformers model inside the readout graph, exported alone (its first raw output)."""
+    import warnings
+
+    import torch
+
+    core = graph.core
+    names = [i["name"] for i in record["inputs"]]
+
+    class Plain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.core = core
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):  # type: ignore[no-untyped-def]
+            return self.core(input_ids, attention_mask, token_type_ids)[0]
+
+    encs = tokenizer.encode_batch(["a plain graph for the peers", "short"])
+    feed = {k: torch.from_numpy(v) for k, v in _pad(encs, int(record["input"]["pad_token_id"]), names).items()}
+    dims = {0: torch.export.Dim("batch", min=1, max=4096), 1: torch.export.Dim("sequence", min=1, max=4096)}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Plain().eval(), tuple(feed.values()), str(path), dynamo=True, external_data=False,
+                          input_names=list(feed), output_names=["out"], dynamic_shapes={k: dims for k in feed},
+                          opset_version=18, verbose=False)
+
+
+def sdk_configs(art: Artifact) -> list[Config]:
+    """This SDK for every target x backend of the artifact (engine defaults: token-budget batches)."""
+    import readout_sdk
+    from readout_sdk.backend import installed
+    from readout_sdk.errors import DeviceUnavailable
+
+    configs = []
+    for target in art.targets:
+        for backend in target.backends:
+            name = f"readout-sdk {target.name} on {backend}"
+            if not installed(backend):
+                configs.append(Config(name, "sdk", target.precision, target=target.name, backend=backend,
+                                      skip=f"{backend} is not installed"))
+                continue
+            try:
+                engine = readout_sdk.load(art.path, device="cpu", target=target.name, backend=backend)
+            except DeviceUnavailable as e:
+                configs.append(Config(name, "sdk", target.precision, target=target.name, backend=backend,
+                                      skip=str(e)))
+                continue
+            configs.append(_sdk_config(name, engine, target.name, backend))
+    return configs
+
+
+def _sdk_config(name: str, engine: Any, target: str, backend: str) -> Config:
+    family = engine.family
+    call = {"embedding": engine.embed, "token_classification": engine.tag}.get(family, engine.classify)
+    first = engine.abi["outputs"][0]["name"]
+    spent = [0.0, 0]
+    inner = engine._runner.run
+
+    def timed(names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import time
+
+        t = time.perf_counter()
+        try:
+            return inner(names, feed)
+        finally:
+            spent[0] += time.perf_counter() - t
+            spent[1] += 1
+
+    engine._runner.run = timed  # measure time inside the runtime, to report the SDK's own overhead
+
+    def raw(items: list[Any]) -> list[np.ndarray]:
+        outs, _, _, _ = engine._outputs(items, BATCH, False)
+        return [o[first] for o in outs]
+
+    def runtime_time() -> tuple[float, int]:
+        value = (spent[0], spent[1])
+        spent[0], spent[1] = 0.0, 0
+        return value
+
+    return Config(name, "sdk", engine.precision, lambda items: call(items, batch_size=BATCH), raw, target, backend,
+                  timed_runtime=runtime_time, extra={"streams": engine.streams, "execution": engine.execution,
+                                                     "max_batch_tokens": engine.max_batch_tokens})
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def workdir() -> Path:
+    """A private scratch directory for the plain peer graph."""
+    return Path(tempfile.mkdtemp(prefix="readout-bench-"))

@@ -1,0 +1,122 @@
+"""`readout-export bench`: every configuration on one fixed corpus, in one run, with its parity."""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from readout_sdk.artifact import open_artifact
+from readout_sdk.backend import machine_id
+
+from readout_export.bench import configs as C
+from readout_export.bench import machine as M
+from readout_export.bench.goals import decide
+from readout_export.bench.measure import agreement, latency, throughput
+from readout_export.errors import ManifestError
+
+FAMILIES = ("embedding", "sequence_classification", "token_classification")
+BENCH_SEED = 512
+CALLS = {"embedding": "embed", "sequence_classification": "classify", "token_classification": "tag"}
+
+
+@dataclass
+class BenchReport:
+    """Rows (one per configuration), machine measurements and goal decisions of one bench run."""
+
+    artifact: str
+    family: str
+    corpus: dict[str, Any]
+    machine: dict[str, Any]
+    rows: list[dict[str, Any]]
+    goals: list[dict[str, Any]]
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_items: int = 64,
+              processes: bool = True, say: Callable[[str], None] = lambda _m: None) -> BenchReport:
+    """Measure every configuration on ``items`` texts (8..148 tokens, fixed seed). ``processes``: also
+    measure import time, peak RSS and installed size in fresh interpreters."""
+    from readout_parity.corpus import mixed_corpus
+    from readout_parity.reference import reference_graph
+    from readout_sdk.text import TextEncoder
+
+    start = time.monotonic()
+    art = open_artifact(path)
+    family = art.family
+    if family not in FAMILIES:
+        raise ManifestError("$.family", f"bench covers {', '.join(FAMILIES)}; this artifact is {family}")
+    corpus = mixed_corpus(family, items, BENCH_SEED)
+    tokenizer = TextEncoder(art.record, art.path / art.tokenizer_file).tokenizer
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(corpus)]
+    say("building the eager reference from the source model")
+    graph = reference_graph(art)
+    a, b = M.flop_model(graph, art.record, tokenizer.get_vocab_size() // 2)
+    useful = sum(a * n + b * n * n for n in lengths)  # FLOPs of the items themselves, padding excluded
+    work = C.workdir()
+    say("preparing peers")
+    eager = C.eager_config(art, graph, tokenizer)
+    configs = [eager] + C.sentence_transformers_configs(art) + [C.optimum_config(art)]
+    configs += C.plain_graph_configs(art, graph, tokenizer, work) + C.sdk_configs(art)
+    reference = eager.raw(corpus)  # type: ignore[misc]
+    rows = []
+    for cfg in configs:
+        row: dict[str, Any] = {"name": cfg.name, "kind": cfg.kind, "precision": cfg.precision, "target": cfg.target,
+                               "backend": cfg.backend}
+        if cfg.skip:
+            row.update(decision="NOT_EVALUATED", reason=cfg.skip)
+            rows.append(row)
+            continue
+        say(f"{cfg.name}: throughput")
+        row.update(throughput(cfg, corpus, repeats))
+        say(f"{cfg.name}: latency")
+        row.update(latency(cfg, corpus, latency_items))
+        row["parity"] = agreement(family, cfg.raw(corpus), reference)  # type: ignore[misc]
+        row["gflops"] = useful / 1e9 * row["items_per_s"] / len(corpus)
+        row.update(cfg.extra)
+        rows.append(row)
+    eager_speed = max((r["items_per_s"] for r in rows if r["kind"] == "eager" and r.get("items_per_s")), default=None)
+    for r in rows:
+        if eager_speed and r.get("items_per_s"):
+            r["vs_eager"] = r["items_per_s"] / eager_speed
+    say("machine: GEMM peaks")
+    mach: dict[str, Any] = {"id": machine_id(), "gemm_peak_gflops": {
+        "fp32": M.gemm_peak_fp32(), "openvino_f32": M.gemm_peak_openvino("f32"),
+        "openvino_bf16": M.gemm_peak_openvino("bf16")}}
+    mach["model_flops_per_item"] = useful / len(corpus)
+    for r in rows:
+        peak = _peak_for(r, mach["gemm_peak_gflops"])
+        if peak and r.get("gflops"):
+            r["peak_fraction"] = r["gflops"] / peak
+    if processes:
+        say("machine: import time, peak RSS, installed size")
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(corpus, f)
+        items_file = Path(f.name)
+        mach["sdk_import_s"] = M.import_seconds()
+        sdk_rss = M.peak_rss_sdk(art.path, items_file, CALLS[family])
+        eager_rss = M.peak_rss_eager(Path(art.source.get("model", "")), items_file, family)
+        mach["sdk_peak_rss_mb"] = sdk_rss.get("peak_rss_mb")
+        mach["eager_peak_rss_mb"] = eager_rss.get("peak_rss_mb")
+        mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}
+        mach["base_install"] = M.base_install_mb()
+        items_file.unlink()
+    goals = decide(rows, mach, family)
+    return BenchReport(str(art.path), family,
+                       {"items": len(corpus), "seed": BENCH_SEED, "min_tokens": min(lengths),
+                        "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
+                        "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items},
+                       mach, rows, goals, time.monotonic() - start)
+
+
+def _peak_for(row: dict[str, Any], peaks: dict[str, Any]) -> float | None:
+    """The GEMM peak a row competes with: OpenVINO's bf16 GEMM for bf16 rows, the best fp32 GEMM for fp32
+    rows; int8 rows have no measured int8 peak (None)."""
+    if row["precision"] == "bf16":
+        return peaks.get("openvino_bf16")
+    if row["precision"] == "fp32":
+        return max(v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None)
+    return None
