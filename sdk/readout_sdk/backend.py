@@ -134,10 +134,12 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
     pairs = _candidates(targets, precision, backend, device, target)
     if not pairs:
-        what = f"target {target!r}" if target else f"precision {precision!r}" if precision else "no target"
-        where = f" on backend {backend!r}" if backend != "auto" else ""
-        raise DeviceUnavailable(f"{what}{where} is not runnable from this artifact on {device} "
-                                f"(it has: {have})")
+        if not _candidates(targets, precision, "auto", "cpu", target):
+            what = f"target {target!r}" if target else f"precision {precision!r}"
+            raise DeviceUnavailable(f"{what} is not in this artifact (it has: {have})")
+        where = f"backend {backend!r}" if backend != "auto" else f"device {device!r}"
+        raise DeviceUnavailable(f"{target or precision} cannot run on {where} (it has: {have}); bf16 runs on "
+                                "OpenVINO, and OpenVINO runs on the CPU")
     runnable = [p for p in pairs if installed(p[1])]
     if not runnable:
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "

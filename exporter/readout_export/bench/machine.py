@@ -88,7 +88,10 @@ def import_seconds(module: str = "readout_sdk", repeats: int = 3) -> float:
     return float(np.median([subprocess_json(code)["s"] for _ in range(repeats)]))
 
 
-RSS_TAIL = "import resource, json; print(json.dumps({'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+# VmHWM, not getrusage's ru_maxrss: Linux keeps ru_maxrss across exec, so a child of a large bench
+# process would report the parent's peak.
+RSS_TAIL = ("import json; hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; "
+            "print(json.dumps({'peak_rss_mb': int(hwm.split()[1]) / 1024}))")
 
 
 def peak_rss_sdk(artifact: Path, items_file: Path, call: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def table(report: BenchReport) -> str:
              f"seed {c['seed']}; throughput at batch {c['batch_size']}, median of {c['repeats']}; latency at batch 1 "
              f"over {c['latency_items']} items; parity against eager PyTorch fp32 on the same items", ""]
     head = (f"{'configuration':<52} {'prec':<5} {'items/s':>8} {'x eager':>7} {'p50 ms':>7} {'p95 ms':>7} "
-            f"{'GFLOP/s':>8} {'%peak':>6} {'ovh ms/b':>8}  parity")
+            f"{'GFLOP/s':>8} {'%peak':>6} {'SDK ms/batch':>12}  parity")
     lines += [head, "-" * len(head)]
     for r in report.rows:
         if r.get("decision") == "NOT_EVALUATED":
@@ -38,8 +38,10 @@ def table(report: BenchReport) -> str:
             continue
         peak = f"{r['peak_fraction']:.0%}" if r.get("peak_fraction") else "-"
         ovh = f"{r['overhead_ms_per_batch']:.2f}" if r.get("overhead_ms_per_batch") is not None else "-"
+        if r.get("overhead_fraction") is not None:
+            ovh += f" ({r['overhead_fraction']:.0%})"
         lines.append(f"{r['name']:<52} {r['precision']:<5} {r['items_per_s']:>8.1f} {r.get('vs_eager', 0):>6.2f}x "
-                     f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['gflops']:>8.1f} {peak:>6} {ovh:>8}  "
+                     f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['gflops']:>8.1f} {peak:>6} {ovh:>12}  "
                      f"{_parity_text(r)}")
     fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
     lines += ["", f"GEMM peak GFLOP/s ({1536}^3): numpy fp32 {fmt(peaks.get('fp32'))}, OpenVINO f32 "

@@ -1,0 +1,110 @@
+"""`readout-export bench` runs as a user would run it, and its rows mean what they say. Timings are never
+asserted (benchmarks are not tests); parity, structure, the goal arithmetic and the machine measurements are.
+
+Models: all-MiniLM-L6-v2 (REAL; peers: sentence-transformers, eager PyTorch) and SYNTHETIC tiny BERT
+classifier / tagger (tests/synthetic.py)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from readout_export.bench.goals import decide
+from readout_export.bench.run import run_bench
+from readout_export.cli import main
+from readout_sdk.backend import machine_id
+
+pytest.importorskip("openvino", reason="the openvino extra is not installed")
+
+
+def _rows(report):
+    return {r["name"]: r for r in report["rows"]} if isinstance(report, dict) else {r["name"]: r for r in report.rows}
+
+
+def test_bench_cli_on_a_classifier(shared, tmp_path):
+    art = tmp_path / "a"
+    shutil.copytree(shared("classify")[1], art, copy_function=os.link)
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    result = CliRunner().invoke(main, ["bench", str(art), "--items", "24", "--repeats", "1", "--latency-items", "3",
+                                       "--no-processes", "--json", str(out), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "goal" in result.stdout and "eager PyTorch (readout graph)" in result.stdout
+    report = json.loads(out.read_text())
+    rows = _rows(report)
+    assert report["corpus"]["items"] == 24 and report["family"] == "sequence_classification"
+    for name in ("eager PyTorch (readout graph)", "onnxruntime + numpy readout (plain graph)",
+                 "readout-sdk onnx-fp32 on onnxruntime", "readout-sdk onnx-fp32 on openvino"):
+        row = rows[name]
+        assert row["items_per_s"] > 0 and row["p95_ms"] >= row["p50_ms"] > 0
+        assert row["parity"]["decision_agreement"] == 1.0, name  # fp32 must decide exactly as eager does
+    sdk = rows["readout-sdk onnx-fp32 on onnxruntime"]
+    assert sdk["batches"] >= 1 and 0 < sdk["overhead_fraction"] < 1
+    skipped = [r for r in report["rows"] if r.get("decision") == "NOT_EVALUATED"]
+    assert all(r["reason"] for r in skipped)
+    assert len(report["goals"]) == 7 and {g["decision"] for g in report["goals"]} <= {"PASS", "FAIL", "NOT_EVALUATED"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept = json.loads((art / "bench.json").read_text())
+    assert kept["machine"] == machine_id() and len(kept["rows"]) == len(report["rows"])
+
+
+def test_bench_on_a_tagger_measures_token_agreement(shared):
+    report = run_bench(shared("tag-bert")[1], items=16, repeats=1, latency_items=2, processes=False)
+    rows = _rows(report)
+    assert report.family == "token_classification"
+    for name in ("readout-sdk onnx-fp32 on onnxruntime", "openvino fp32 + numpy readout (plain graph)"):
+        assert rows[name]["parity"]["decision_agreement"] == 1.0
+
+
+def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path):
+    model, artifact = shared("embedding")
+    report = run_bench(artifact, items=16, repeats=1, latency_items=2, processes=True)
+    rows = _rows(report)
+    exact = ["eager PyTorch (readout graph)", "sentence-transformers backend=torch",
+             "readout-sdk onnx-fp32 on onnxruntime", "readout-sdk onnx-fp32 on openvino",
+             "onnxruntime + numpy readout (plain graph)", "openvino fp32 + numpy readout (plain graph)"]
+    for name in exact:
+        assert rows[name]["parity"]["min_cosine"] > 0.99999, name
+    for name in ("readout-sdk onnx-int8 on onnxruntime", "readout-sdk onnx-int8-openvino on openvino"):
+        assert 0.97 < rows[name]["parity"]["min_cosine"] < 0.9999, name  # reduced precision really ran
+    assert rows["sentence-transformers backend=torch"]["kind"] == "eager"
+    flops = report.machine["model_flops_per_item"]
+    assert 0.2e9 < flops < 10e9  # MiniLM: about 22 MFLOP per token, 8..148 tokens per item
+    assert report.machine["gemm_peak_gflops"]["fp32"] > 1
+    m = report.machine
+    assert m["rss_errors"] == {} and 0 < m["sdk_peak_rss_mb"] < m["eager_peak_rss_mb"]
+    dists = m["base_install"]["distributions"]
+    assert {"readout-export", "onnxruntime", "numpy", "tokenizers"} <= set(dists)
+    assert not {"torch", "transformers", "openvino"} & set(dists)  # the base SDK is thin
+    assert 0 < m["sdk_import_s"] < 5
+
+
+def _row(name, kind, precision, speed, parity=None, p50=None):
+    r = {"name": name, "kind": kind, "precision": precision, "items_per_s": speed, "p50_ms": p50}
+    if parity is not None:
+        r["parity"] = {"min_cosine": parity}
+    return r
+
+
+def test_goal_arithmetic():
+    rows = [_row("eager", "eager", "fp32", 80, 1.0, 12.0), _row("st", "eager", "fp32", 85, 1.0, 11.0),
+            _row("ov bf16 peer", "peer", "bf16", 200, 0.99997), _row("ov fp32 peer", "peer", "fp32", 110, 1.0),
+            _row("sdk fp32", "sdk", "fp32", 121, 1.0, 6.0), _row("sdk bf16", "sdk", "bf16", 250, 0.99995),
+            _row("sdk int8", "sdk", "int8", 300, 0.992),
+            {"name": "missing", "kind": "peer", "precision": "fp32", "decision": "NOT_EVALUATED", "reason": "x"}]
+    rows[4]["gflops"] = 100.0
+    goals = {g["goal"]: g for g in decide(rows, {"gemm_peak_gflops": {"fp32": 200.0}, "sdk_import_s": 0.1,
+                                                 "sdk_peak_rss_mb": 300, "eager_peak_rss_mb": 900}, "embedding")}
+    g = goals["fastest SDK at min cosine >= 0.9999 vs fastest peer at the same parity"]
+    assert (g["measured"], g["decision"]) == (1.25, "PASS") and "sdk bf16 vs ov bf16 peer" in g["detail"]
+    g = goals["fastest SDK at min cosine >= 0.9999 vs eager PyTorch"]
+    assert (g["measured"], g["decision"]) == (round(250 / 85, 3), "PASS")  # the faster eager row is the baseline
+    assert goals["fastest SDK at min cosine >= 0.99 vs eager PyTorch"]["measured"] == round(300 / 85, 3)
+    g = goals["fp32: fastest SDK vs fastest fp32 peer"]
+    assert (g["measured"], g["decision"]) == (1.1, "PASS") and "50% of the fp32 GEMM peak" in g["detail"]
+    assert goals["batch-1 p50 latency: eager / SDK"]["measured"] == round(11.0 / 6.0, 3)
+    assert goals["peak RSS: eager process / SDK process"]["decision"] == "PASS"
+    alone = decide([_row("eager", "eager", "fp32", 80, 1.0)], {}, "embedding")
+    assert all(g["decision"] == "NOT_EVALUATED" and g["detail"] for g in alone)
