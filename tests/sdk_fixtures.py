@@ -14,6 +14,9 @@ SPECS = {
     "embedding": (lambda d: synthetic.minilm_path(), {"family": "embedding", "max_length": 256, "targets": [
         {"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "int8"},
         {"format": "onnx", "precision": "bf16"}, {"format": "onnx", "precision": "int8", "runtime": "openvino"}]}),
+    "fp16": (lambda d: synthetic.minilm_path(), {"family": "embedding", "max_length": 256, "targets": [
+        {"format": "onnx", "precision": "fp32"}, {"format": "tensorrt", "precision": "fp16",
+                                                   "profile": {"batch": [1, 16, 64]}}]}),
     "classify": (lambda d: synthetic.make_model("bert", "sequence_classification", d, labels=SENTIMENT),
                  {"family": "sequence_classification"}),
     "multilabel": (lambda d: synthetic.make_model("roberta", "multilabel_classification", d,

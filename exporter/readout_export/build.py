@@ -166,6 +166,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
     from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx
+    from readout_export.fp16 import make_fp16_graph
     from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
     from readout_export.record import build_record, weights_digest
 
@@ -211,9 +212,19 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
     step(f"checking {fp32_name} against eager PyTorch")
     worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in spec.outputs])
+    pending = []
     for t in plan.targets:
+        if t["format"] == "tensorrt":  # compiled on the machine that runs it: `readout-export compile`
+            pending.append({"target": target_name(t), "precision": t["precision"], "profile": t["profile"]})
+            step(f"{target_name(t)}: compile on the machine that will run it: readout-export compile "
+                 f"{plan.output_dir} --target {target_name(t)}")
+            continue
         name = _target_file(t)
-        if t["precision"] == "int8" and t["runtime"] == "onnxruntime":
+        if t["precision"] == "fp16":
+            step(f"converting {name} (fp16; LayerNorm, softmax, reductions and L2 kept fp32)")
+            kept = make_fp16_graph(staging / fp32_name, staging / name)
+            step(f"  {kept} nodes kept in fp32")
+        elif t["precision"] == "int8" and t["runtime"] == "onnxruntime":
             step(f"quantizing {name} (dynamic int8, per-channel weights, {t['isa']}; the parity harness gates it)")
             quantize_dynamic_int8(staging / fp32_name, staging / name, t["isa"])
         elif t["precision"] == "int8":
@@ -238,5 +249,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         "build": {"manifest": plan.manifest.data, "notes": plan.notes,
                   "example_max_abs_error": worst},
     }
+    if pending:
+        meta["compile"] = pending
     (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

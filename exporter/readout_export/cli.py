@@ -234,5 +234,37 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
     click.echo(table(report))
 
 
+@main.command(name="compile")
+@click.argument("artifact", type=click.Path(file_okay=False))
+@click.option("--target", required=True, help="tensorrt-fp32, tensorrt-fp16, tensorrt-int8 or tensorrt-bf16.")
+@click.option("--no-parity", is_flag=True, help="Skip the parity checks after compiling.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
+    """Add a TensorRT engine to ARTIFACT, built on this machine (the one that will run it).
+
+    Needs the base install plus the tensorrt extra, never torch. Writes model.TARGET.engine (ABI inside)
+    and the raw .plan beside it, lists the engine in readout.json atomically, then runs parity: against
+    eager PyTorch where it is installed, else against the artifact's fp32 ONNX graph on the built-in
+    corpus. Exit 0 on success, 1 if a parity check fails, 2 if this machine or artifact cannot compile.
+    """
+    import importlib.util
+
+    from readout_export.compile import compile_engine
+
+    say = lambda m: click.echo(f"  {m}", err=True)  # noqa: E731
+    entry = _run(debug, False, lambda: compile_engine(artifact, target, say))
+    click.echo(f"compiled {entry['file']} (TensorRT {entry['tensorrt']}, {entry['gpu']}, sm {entry['compute_capability']})")
+    if no_parity:
+        return
+    from readout_parity.harness import run_parity
+    from readout_parity.report import keep_in_artifact, table
+
+    reference = "eager" if importlib.util.find_spec("torch") else "onnx-fp32"
+    report = _run(debug, False, lambda: run_parity(artifact, say=say, reference=reference, only=[target]))
+    keep_in_artifact(report)
+    click.echo(table(report))
+    sys.exit(report.exit_code())
+
+
 if __name__ == "__main__":
     main()

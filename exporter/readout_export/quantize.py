@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from pathlib import Path
 from typing import Any, Iterable
@@ -51,13 +53,14 @@ def quantize_static_openvino(fp32: Path, out: Path, feeds: Iterable[dict[str, An
     import nncf
     import onnx
 
-    nncf.set_log_level(logging.ERROR)  # also hides its progress bars, which would drown the build's own lines
+    nncf.set_log_level(logging.ERROR)
     model = onnx.load(str(fp32))
     kept = narrowing_matmuls(model)
     data = list(feeds)
-    quantized = nncf.quantize(model, nncf.Dataset(data), subset_size=len(data),
-                              model_type=nncf.ModelType.TRANSFORMER,
-                              ignored_scope=nncf.IgnoredScope(names=kept, validate=False))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # progress bars
+        quantized = nncf.quantize(model, nncf.Dataset(data), subset_size=len(data),
+                                  model_type=nncf.ModelType.TRANSFORMER,
+                                  ignored_scope=nncf.IgnoredScope(names=kept, validate=False))
     meta = {p.key: p.value for p in model.metadata_props}  # NNCF may drop them; the record must travel
     del quantized.metadata_props[:]
     for key, value in meta.items():

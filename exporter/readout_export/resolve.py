@@ -25,8 +25,13 @@ PROBLEM_TYPES = {"sequence_classification": "single_label_classification",
 # (format, precision, runtime). bf16 is the fp32 graph run with OpenVINO's bf16 inference precision (ONNX
 # Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see onnx_export / quantize).
 SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
-                     ("onnx", "bf16", "openvino")}
+                     ("onnx", "bf16", "openvino"), ("onnx", "fp16", "onnxruntime"),
+                     ("tensorrt", "fp32", "tensorrt"), ("tensorrt", "fp16", "tensorrt"), ("tensorrt", "bf16", "tensorrt"),
+                     ("tensorrt", "int8", "tensorrt")}
 DEFAULT_RUNTIME = {"bf16": "openvino"}
+# the ONNX graph each TensorRT target is compiled from (built by `build`, compiled by `compile` on the device)
+TENSORRT_SOURCE = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
+                   "int8": ("int8", "openvino")}
 GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 
@@ -196,7 +201,7 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
     resolved = []
     for i, t in enumerate(targets):
         t = dict(t)
-        t.setdefault("runtime", DEFAULT_RUNTIME.get(t["precision"], "onnxruntime"))
+        t.setdefault("runtime", "tensorrt" if t["format"] == "tensorrt" else DEFAULT_RUNTIME.get(t["precision"], "onnxruntime"))
         key = (t["format"], t["precision"], t["runtime"])
         name = target_name(t)
         if key in seen:
@@ -205,9 +210,18 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
         if key not in SUPPORTED_TARGETS:
             raise ManifestError(f"$.targets[{i}]", f"{name} is not built by this release (supported: "
                                                    f"{', '.join(sorted(target_name(dict(zip(('format', 'precision', 'runtime'), k))) for k in SUPPORTED_TARGETS))})")
-        if "isa" in t and t["precision"] != "int8":
-            raise ManifestError(f"$.targets[{i}].isa", "isa applies to int8 targets only")
-        if t["precision"] == "int8":
+        if "isa" in t and (t["precision"] != "int8" or t["format"] != "onnx"):
+            raise ManifestError(f"$.targets[{i}].isa", "isa applies to onnx int8 targets only")
+        if "profile" in t and t["format"] != "tensorrt":
+            raise ManifestError(f"$.targets[{i}].profile", "profile applies to tensorrt targets only")
+        if t["format"] == "tensorrt":
+            from readout_sdk.profiles import derive_profile
+
+            try:
+                t["profile"] = derive_profile(t.get("profile"), plan.max_length, plan.family).to_json()
+            except ValueError as e:
+                raise ManifestError(f"$.targets[{i}].{str(e).split(':')[0]}", str(e).split(": ", 1)[1]) from None
+        if t["precision"] == "int8" and t["format"] == "onnx":
             t.setdefault("isa", "avx512-vnni")
             if t["runtime"] == "openvino" and t["isa"] == "arm64":
                 raise ManifestError(f"$.targets[{i}].isa", "arm64 (Jetson's CPU) takes the onnxruntime int8 recipe; "
@@ -216,13 +230,20 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
             raise ManifestError(f"$.targets[{i}]", "onnx-int8-openvino is calibrated with NNCF, which is not "
                                                    "installed: pip install 'readout-export[openvino]'")
         resolved.append(t)
+    for t in [t for t in resolved if t["format"] == "tensorrt"]:  # each engine's ONNX source is built too
+        precision, runtime = TENSORRT_SOURCE[t["precision"]]
+        if not any(s["format"] == "onnx" and (s["precision"], s["runtime"]) == (precision, runtime) for s in resolved):
+            source = {"format": "onnx", "precision": precision, "runtime": runtime}
+            if precision == "int8":
+                source["isa"] = "avx512-vnni"
+            resolved.append(source)
     plan.targets = resolved
 
 
 def target_name(t: dict[str, str]) -> str:
     """format-precision, with the runtime appended where it is not the precision's default."""
-    runtime = t.get("runtime") or DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
-    default = DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
+    default = "tensorrt" if t["format"] == "tensorrt" else DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
+    runtime = t.get("runtime") or default
     return f"{t['format']}-{t['precision']}" + ("" if runtime == default else f"-{runtime}")
 
 

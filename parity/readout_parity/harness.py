@@ -21,6 +21,7 @@ from readout_parity.reference import reference_graph, run_eager
 DEFAULT_WIDTHS = (1, 2, 7, 32)
 SIDES = ("left", "right")
 REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
+REFERENCE_ONNX = "the artifact's onnx-fp32 graph on ONNX Runtime CPU, each example alone, unpadded (no PyTorch here)"
 
 
 @dataclass
@@ -115,6 +116,8 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
                     out.append((provider, lambda p=provider: OrtRunner(path, [p])))
                 else:
                     out.append((provider, "no CUDA device (onnxruntime-gpu not installed)"))
+        elif backend == "tensorrt":
+            out.append(("TensorRT", _tensorrt_factory(art, target)))
         elif not installed("openvino"):
             out.append(("OpenVINO:CPU", f"OpenVINO is not installed ({OPENVINO_EXTRA})"))
         else:
@@ -127,9 +130,28 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
     return out
 
 
+def _tensorrt_factory(art: Artifact, target: Any) -> Any:
+    """A TensorRT runner factory, or the reason it cannot run here."""
+    from readout_sdk.backend import installed
+
+    if not installed("tensorrt"):
+        return "TensorRT is not installed on this machine"
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers() and not installed("cuda"):
+        return "no CUDA device"
+    from readout_sdk.runners import TensorRTRunner
+
+    return lambda: TensorRTRunner(art.path / target.file, art.record, str(art.path))
+
+
 def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
-               say: Callable[[str], None] = lambda _m: None) -> Report:
-    """Run the grid for every target of the artifact at ``path`` and decide every budgeted metric."""
+               say: Callable[[str], None] = lambda _m: None, reference: str = "eager",
+               only: Sequence[str] | None = None) -> Report:
+    """Run the grid for every target of the artifact at ``path`` (or the targets named in ``only``) and
+    decide every budgeted metric. ``reference``: "eager" (PyTorch, the default) or "onnx-fp32" (the
+    artifact's own fp32 graph on ONNX Runtime's CPU, each example alone: the check a machine without
+    PyTorch can run, e.g. after `compile` on a Jetson)."""
     import onnxruntime as ort
 
     start = time.monotonic()
@@ -141,12 +163,20 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     groups = encode_groups(encoder, family, items)
     lengths = [len(e.ids) for g in groups for e in g]
     names = [o["name"] for o in record["outputs"]]
-    say(f"reference: {REFERENCE} ({len(items)} items)")
-    graph = reference_graph(art)
+    ref_label = REFERENCE if reference == "eager" else REFERENCE_ONNX
+    say(f"reference: {ref_label} ({len(items)} items)")
+    if reference == "eager":
+        graph = reference_graph(art)
+        ref_run = lambda feed: run_eager(graph, feed, names)  # noqa: E731
+    else:
+        from readout_sdk.runners import OrtRunner
+
+        fp32 = OrtRunner(art.path / art.target("onnx", "fp32").file, ["CPUExecutionProvider"])
+        ref_run = lambda feed: dict(zip(names, fp32.run(names, feed)))  # noqa: E731
     ref = []
     for g in groups:  # each example alone, unpadded
         feed = _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None)
-        ref.append(_split(run_eager(graph, feed, names), feed, record, None)[0])
+        ref.append(_split(ref_run(feed), feed, record, None)[0])
     prefix = getattr(encoder.tokenizer.model, "continuing_subword_prefix", None)
     first_encs = [g[0] for g in groups]
     overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
@@ -155,9 +185,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     available = _providers()
     for target in art.targets:
         tname = target.name
-        if target.format != "onnx":
-            checks.append(not_evaluated(tname, "-", "tensorrt targets are compared by the TensorRT backend "
-                                                    "(not in this release)"))
+        if only is not None and tname not in only:
             continue
         for provider, make in _executions(art, target, available):
             if isinstance(make, str):
@@ -179,11 +207,23 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
             budgets = budgets_for(target.precision, overrides)
             for metric, (value, where) in sorted(worst.items()):
                 if metric in budgets:
-                    checks.append(decide(tname, provider, metric, value, budgets[metric], REFERENCE, where))
+                    checks.append(decide(tname, provider, metric, value, budgets[metric], ref_label, where))
                 else:
                     measurements.append({"target": tname, "provider": provider, "metric": metric,
                                          "measured": value, "worst_case": where, "gated": False})
+    for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
+        if only is None or pending["target"] in only:
+            checks.append(not_evaluated(pending["target"], "TensorRT", "not compiled yet: run `readout-export "
+                                        f"compile {art.path} --target {pending['target']}` on the machine that "
+                                        "will run it"))
     # informative: what transformers' default position ids do to a left-padded batch (never gated)
+    if reference != "eager":
+        return Report(str(art.path), family, {"source": str(corpus) if corpus else "built-in", "items": len(items),
+                      "min_tokens": min(lengths), "max_tokens": max(lengths),
+                      "max_length": record["input"]["max_length"], "reference": ref_label},
+                      {"targets": [t.name for t in art.targets if only is None or t.name in only],
+                       "providers": available, "padding_sides": list(SIDES), "batch_widths": list(widths)},
+                      checks, measurements, time.monotonic() - start, machine_id())
     default = _run(lambda feed: run_eager(graph, feed, names, default_positions=True), encoder, groups, "left",
                    7, record)
     for metric, value in family_metrics(record, default, ref, items, first_encs, prefix).items():

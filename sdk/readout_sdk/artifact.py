@@ -25,7 +25,8 @@ DEFAULT_RUNTIME = {"bf16": "openvino"}
 # which CPU runtimes can execute a target's graph: bf16 is OpenVINO's bf16 inference precision on the fp32
 # graph; the dynamic int8 graph uses ONNX Runtime's integer ops; a QDQ int8 graph runs on both.
 RUNS_ON = {("fp32", "onnxruntime"): ("onnxruntime", "openvino"), ("int8", "onnxruntime"): ("onnxruntime",),
-           ("int8", "openvino"): ("openvino", "onnxruntime"), ("bf16", "openvino"): ("openvino",)}
+           ("int8", "openvino"): ("openvino", "onnxruntime"), ("bf16", "openvino"): ("openvino",),
+           ("fp16", "onnxruntime"): ("onnxruntime",)}
 
 
 @dataclass(frozen=True)
@@ -38,18 +39,22 @@ class Target:
     sha256: str
     runtime: str = "onnxruntime"
     isa: str | None = None
+    profile: dict[str, Any] | None = None          # tensorrt: the optimization profile
+    tensorrt: str | None = None                    # tensorrt: version the plan was built with
+    compute_capability: str | None = None          # tensorrt: GPU the plan was built for
+    gpu: str | None = None
 
     @property
     def name(self) -> str:
         """format-precision, plus the runtime where it is not the precision's default (onnx-int8-openvino)."""
-        default = DEFAULT_RUNTIME.get(self.precision, "onnxruntime")
+        default = "tensorrt" if self.format == "tensorrt" else DEFAULT_RUNTIME.get(self.precision, "onnxruntime")
         return f"{self.format}-{self.precision}" + ("" if self.runtime == default else f"-{self.runtime}")
 
     @property
     def backends(self) -> tuple[str, ...]:
         """The SDK backends that can run this target, preferred first."""
-        if self.format != "onnx":
-            return ()
+        if self.format == "tensorrt":
+            return ("tensorrt",)
         return RUNS_ON.get((self.precision, self.runtime), ("onnxruntime",))
 
 

@@ -58,7 +58,7 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
 
 
-BACKENDS = ("onnxruntime", "openvino")
+BACKENDS = ("onnxruntime", "openvino", "tensorrt")
 
 
 def installed(backend: str) -> bool:
@@ -110,15 +110,18 @@ def _candidates(targets, precision: str | None, backend: str, device: str,
         for b in t.backends:
             if backend != "auto" and b != backend:
                 continue
-            if device == "cuda" and b != "onnxruntime":
+            if device == "cuda" and b == "openvino":
                 continue
+            if b == "tensorrt" and device != "cuda" and backend != "tensorrt" and name is None:
+                continue  # engines run on the GPU: only when asked for
             pairs.append((t, b))
     return pairs
 
 
-def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int]:
+def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int, int]:
     t, b = pair
-    return (PRECISION_ORDER.index(t.precision) if t.precision in PRECISION_ORDER else 99,
+    return (0 if b == "tensorrt" else 1,  # on a GPU, a compiled engine first
+            PRECISION_ORDER.index(t.precision) if t.precision in PRECISION_ORDER else 99,
             0 if t.runtime == "onnxruntime" else 1, t.backends.index(b))
 
 
@@ -128,7 +131,7 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     fastest pair that passed parity on this machine (``measured``: items/s of such pairs, from the
     artifact's kept bench and parity reports), else the most precise target on the base install."""
     if backend not in BACKENDS + ("auto",):
-        raise DeviceUnavailable(f"unknown backend {backend!r}; expected 'onnxruntime', 'openvino' or 'auto'")
+        raise DeviceUnavailable(f"unknown backend {backend!r}; expected 'onnxruntime', 'openvino', 'tensorrt' or 'auto'")
     if device == "cuda" and backend == "openvino":
         raise DeviceUnavailable("backend 'openvino' runs on the CPU in this release; use device='cpu'")
     have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
@@ -143,7 +146,7 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     runnable = [p for p in pairs if installed(p[1])]
     if not runnable:
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "
-                                "pip install 'readout-export[openvino]'")
+                                f"pip install 'readout-export[{pairs[0][1]}]'")
     explicit = precision is not None or target is not None or backend != "auto"
     if not explicit and device != "cuda" and measured:
         ranked = [p for p in runnable if (p[0].name, p[1]) in measured]

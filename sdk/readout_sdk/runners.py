@@ -125,3 +125,73 @@ class OpenVINORunner:
         import json
 
         return {METADATA_KEY: json.dumps(read_onnx_record(self._path))}
+
+
+TENSORRT_EXTRA = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
+                  "docs/jetson.md)")
+
+
+class TensorRTRunner:
+    """A readout engine file on the TensorRT runtime through Polygraphy's TrtRunner (its own CUDA
+    bindings; no torch). One execution context guarded by a lock keeps the SDK's thread-safety promise.
+    Refuses an engine built for another TensorRT version or GPU before anything runs, and a request
+    outside the engine's optimization profile by name.
+
+    Written against Polygraphy's and TensorRT's documented APIs; no machine of this project has
+    TensorRT, so only its refusals were executed here."""
+
+    backend = "tensorrt"
+    device = "cuda"
+    streams = 1
+
+    def __init__(self, path: Path, record: dict[str, Any], artifact: str = "ARTIFACT"):
+        import importlib.util
+        import threading
+
+        from readout_sdk.engine_file import check_compatible, read_engine
+        from readout_sdk.profiles import Profile
+
+        if importlib.util.find_spec("tensorrt") is None or importlib.util.find_spec("polygraphy") is None:
+            raise DeviceUnavailable(f"backend 'tensorrt' needs TensorRT and Polygraphy: {TENSORRT_EXTRA}")
+        import tensorrt as trt
+        from polygraphy.backend.trt import EngineFromBytes, TrtRunner
+
+        engine_file = read_engine(path)
+        capability, gpu = _local_gpu()
+        check_compatible(engine_file.header, trt.__version__, capability, artifact)
+        if engine_file.header.get("abi") != record:
+            from readout_sdk.artifact import ArtifactError
+
+            raise ArtifactError(f"{Path(path).name}: the record inside the engine differs from readout.json")
+        self.profile = Profile.from_json(engine_file.header["profiles"][0])
+        self._runner = TrtRunner(EngineFromBytes(engine_file.plan))
+        self._runner.activate()
+        self._lock = threading.Lock()
+        self.providers = ("TensorRT",)
+        self.execution = {"provider": "TensorRT", "tensorrt": trt.__version__, "gpu": gpu,
+                          "profile": self.profile.describe()}
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.profile.check(tuple(feed["input_ids"].shape))
+        with self._lock:  # one execution context; TrtRunner reuses its output buffers, so copy them out
+            out = self._runner.infer(feed_dict=feed, copy_outputs_to_host=True)
+            return [np.array(out[n], copy=True) for n in names]
+
+    def embedded_metadata(self) -> dict[str, str]:
+        return {}  # checked against readout.json in __init__
+
+
+def _local_gpu() -> tuple[str, str]:
+    """(compute capability, name) of CUDA device 0 via cuda-python, or a refusal."""
+    try:
+        try:
+            from cuda.bindings import runtime as cudart
+        except ImportError:
+            from cuda import cudart  # type: ignore[no-redef]
+    except ImportError:
+        raise DeviceUnavailable(f"backend 'tensorrt' needs cuda-python: {TENSORRT_EXTRA}") from None
+    err, props = cudart.cudaGetDeviceProperties(0)
+    if int(err) != 0:
+        raise DeviceUnavailable(f"no CUDA device (cudaGetDeviceProperties returned {err})")
+    name = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+    return f"{props.major}.{props.minor}", name.strip("\x00 ")

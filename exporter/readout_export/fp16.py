@@ -1,0 +1,95 @@
+"""The onnx-fp16 target: a strongly typed fp16 graph whose numerically fragile ops stay fp32.
+
+BERT-style graphs overflow or lose the result in fp16 in LayerNorm (variance of large activations),
+softmax (exp), the L2 normalization and the pooling reductions (sums over up to max_length rows).
+ONNX Runtime's float16 converter rewrites everything else to fp16 and inserts explicit Casts around
+the blocked ops, so the graph states every tensor's type: TensorRT 11 (which dropped the fp16 builder
+flag) builds it as a strongly typed network, and TensorRT 10 (JetPack) does too. Inputs and outputs
+keep their ABI types (int64 ids in, fp32 results out), and the readout tail after the last matrix
+multiply stays fp32 as a whole.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+# ops kept in fp32: normalization, softmax, reductions, and the elementwise ops of L2 / pooling / GELU's erf
+FP32_OPS = ["LayerNormalization", "SimplifiedLayerNormalization", "Softmax", "LogSoftmax", "ReduceMean", "ReduceSum",
+            "ReduceL2", "ReduceMax", "ReduceMin", "ReduceSumSquare", "Pow", "Sqrt", "Reciprocal", "Div", "Erf",
+            "Exp", "Log", "CumSum", "TopK", "Range", "Min", "Max"]
+
+
+HEAVY = {"MatMul", "Gemm", "MatMulInteger", "Conv", "Attention"}
+BACKBONE_END = HEAVY | {"LayerNormalization", "SimplifiedLayerNormalization"}
+
+
+def readout_tail(model: object) -> list[str]:
+    """Nodes between the backbone's last matrix multiply or LayerNorm and the graph outputs (pooling, normalization, zero-row
+    NaN, head activations): kept fp32 so that, e.g., an L2-normalized vector is unit-norm in fp32, not
+    rounded to fp16 after the division."""
+    producer = {o: n for n in model.graph.node for o in n.output}  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    stack = [o.name for o in model.graph.output]  # type: ignore[attr-defined]
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or node.name in seen or node.op_type in BACKBONE_END:
+            continue
+        seen.add(node.name)
+        stack.extend(node.input)
+    return sorted(seen)
+
+
+def make_fp16_graph(fp32: Path, out: Path) -> int:
+    """Write the fp16 graph; return how many nodes stayed fp32. The ABI record (metadata) is kept."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(str(fp32))
+    meta = [(p.key, p.value) for p in model.metadata_props]
+    tail = readout_tail(model)
+    half = convert_float_to_float16(model, keep_io_types=True, op_block_list=FP32_OPS, node_block_list=tail)
+    _drop_round_trips(half)
+    del half.metadata_props[:]
+    for key, value in meta:
+        entry = half.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(half, str(out))
+    return sum(1 for n in half.graph.node if n.op_type in FP32_OPS or n.name in set(tail))
+
+
+def _drop_round_trips(model: object) -> None:
+    """Remove Cast(fp32->fp16)->Cast(fp16->fp32) pairs the converter leaves in front of kept-fp32 outputs
+    (they would round an fp32 result to fp16 and back)."""
+    import onnx
+
+    graph = model.graph  # type: ignore[attr-defined]
+    producer = {o: n for n in graph.node for o in n.output}
+    to = lambda n: next((a.i for a in n.attribute if a.name == "to"), None)  # noqa: E731
+    rename: dict[str, str] = {}
+    drop = []
+    for node in graph.node:
+        if node.op_type != "Cast" or to(node) != onnx.TensorProto.FLOAT:
+            continue
+        first = producer.get(node.input[0])
+        if first is None or first.op_type != "Cast" or to(first) != onnx.TensorProto.FLOAT16:
+            continue
+        source = producer.get(first.input[0])
+        if source is not None and source.op_type == "Cast" and to(source) == onnx.TensorProto.FLOAT16:
+            continue  # the value really was fp16 before: keep the casts
+        rename[node.output[0]] = first.input[0]
+        drop.append(node)
+    if not drop:
+        return
+    outputs = {o.name for o in graph.output}
+    for node in drop:
+        out, src = node.output[0], rename[node.output[0]]
+        if out in outputs:  # keep the output's name: make the fp32 producer write it directly
+            for n in graph.node:
+                n.output[:] = [out if o == src else o for o in n.output]
+                n.input[:] = [out if i == src else i for i in n.input]
+        else:
+            for n in graph.node:
+                n.input[:] = [src if i == out else i for i in n.input]
+        graph.node.remove(node)
+    used = {i for n in graph.node for i in n.input} | outputs
+    for node in [n for n in graph.node if n.op_type == "Cast" and not set(n.output) & used]:
+        graph.node.remove(node)
