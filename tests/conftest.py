@@ -16,6 +16,22 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 MEASURED: dict[str, tuple[float, str]] = {}
 
 
+def linked_copy(src: Path, dst: Path) -> Path:
+    """A copy of an artifact whose large graph files are hard links (read-only use) and whose small files
+    (readout.json, reports) are real copies, so a test may edit them without touching the shared artifact."""
+    import os
+    import shutil
+
+    def link_or_copy(a: str, b: str) -> None:
+        if a.endswith((".onnx", ".engine", ".plan")):
+            os.link(a, b)
+        else:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link_or_copy)
+    return dst
+
+
 def record_error(case: str, value: float, note: str = "") -> None:
     """Remember the largest error measured for a case (shown in the terminal summary)."""
     old = MEASURED.get(case, (0.0, note))

@@ -6,11 +6,11 @@ classifier / tagger (tests/synthetic.py)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
 from click.testing import CliRunner
+
+from conftest import linked_copy
 
 from readout_export.bench.goals import decide
 from readout_export.bench.run import run_bench
@@ -26,7 +26,7 @@ def _rows(report):
 
 def test_bench_cli_on_a_classifier(shared, tmp_path):
     art = tmp_path / "a"
-    shutil.copytree(shared("classify")[1], art, copy_function=os.link)
+    linked_copy(shared("classify")[1], art)
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     result = CliRunner().invoke(main, ["bench", str(art), "--items", "24", "--repeats", "1", "--latency-items", "3",
                                        "--no-processes", "--json", str(out), "--plot", str(png)])

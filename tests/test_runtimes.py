@@ -6,8 +6,6 @@ models (tests/synthetic.py)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from hypothesis import strategies as st
 
 import readout_sdk
 import synthetic
-from conftest import record_error
+from conftest import linked_copy, record_error
 from corpus import TEXTS
 from oracles import sentence_transformers_embeddings
 from readout_sdk.backend import machine_id
@@ -148,13 +146,8 @@ def test_budget_and_streams_do_not_change_results(shared):
         assert [p.label for p in part] == [b.label for b in base[k::4]]
 
 
-def _linked_copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, copy_function=os.link)
-    return dst
-
-
 def test_auto_picks_the_fastest_target_that_passed_parity_here(shared, tmp_path):
-    art = _linked_copy(shared("embedding")[1], tmp_path / "a")
+    art = linked_copy(shared("embedding")[1], tmp_path / "a")
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # nothing kept: the most precise
     checks = [{"target": t, "provider": p, "metric": "min_cosine", "decision": d} for t, p, d in (
         ("onnx-fp32", "CPUExecutionProvider", "PASS"), ("onnx-int8", "CPUExecutionProvider", "PASS"),

@@ -5,7 +5,6 @@ ships no question-answering pipeline) a brute-force search over eager PyTorch lo
 window. Scores within 1e-4; labels, offsets and spans exactly equal."""
 from __future__ import annotations
 
-import itertools
 import random
 
 import numpy as np

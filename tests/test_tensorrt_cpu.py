@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import readout_sdk
-from conftest import record_error
+from conftest import linked_copy, record_error
 from corpus import TEXTS
 from oracles import sentence_transformers_embeddings
 from readout_export.cli import main
@@ -189,3 +189,38 @@ def test_compile_and_the_sdk_never_import_torch():
             "readout_parity.harness; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_listed_engine_without_tensorrt_is_refused_clearly(shared, tmp_path):
+    """An artifact that lists a compiled engine (written here with a stand-in plan): the SDK verifies its
+    hash, and on a machine without TensorRT says what to install; parity reports NOT_EVALUATED."""
+    from readout_parity.harness import run_parity
+    from readout_sdk.artifact import sha256_file
+
+    art = tmp_path / "a"
+    linked_copy(shared("fp16")[1], art)
+    meta = json.loads((art / "readout.json").read_text())
+    profile = Profile((1, 16, 64), (1, 128, 256))
+    write_engine(art / "model.tensorrt-fp16.engine", {"abi": meta["abi"], "target": "tensorrt-fp16",
+                                                        "tensorrt": "10.3.0", "gpu": "Orin",
+                                                        "compute_capability": "8.7",
+                                                        "profiles": [profile.to_json()]}, b"not a real plan")
+    meta["targets"].append({"format": "tensorrt", "precision": "fp16", "runtime": "tensorrt",
+                            "file": "model.tensorrt-fp16.engine", "sha256": sha256_file(art / "model.tensorrt-fp16.engine"),
+                            "profile": profile.to_json(), "tensorrt": "10.3.0", "compute_capability": "8.7",
+                            "gpu": "Orin"})
+    meta.pop("compile", None)
+    (art / "readout.json").write_text(json.dumps(meta))
+    if not HAVE_TRT:
+        with pytest.raises(DeviceUnavailable, match=r"tensorrt-fp16 runs on tensorrt, which is not installed: "
+                                                    r"pip install 'readout-export\[tensorrt\]'"):
+            readout_sdk.load(art, target="tensorrt-fp16")
+    assert readout_sdk.load(art).target.name == "onnx-fp32"  # on the CPU the engine is never picked by itself
+    report = run_parity(art, widths=(1,), reference="onnx-fp32", only=["tensorrt-fp16"])
+    (check,) = report.checks
+    assert check.decision == "NOT_EVALUATED" and check.provider == "TensorRT" and check.reason
+    result = CliRunner().invoke(main, ["inspect", str(art)])
+    assert result.exit_code == 0 and "tensorrt-fp16" in result.stdout and "TensorRT 10.3.0 on Orin" in result.stdout
+    (art / "model.tensorrt-fp16.engine").write_bytes(b"changed")
+    with pytest.raises(readout_sdk.ArtifactError, match="model.tensorrt-fp16.engine: sha256"):
+        readout_sdk.load(art)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from readout_sdk.abi import family_spec, validate_record
 from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
 
-from readout_export.errors import BuildError, ManifestError
+from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
 from readout_export.resolve import Plan, resolve, target_name
 

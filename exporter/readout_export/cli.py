@@ -160,7 +160,7 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
         _require_export_extra()
         from readout_parity.harness import run_parity
         from readout_parity.reference import ParityError
-        from readout_parity.report import junit, keep_in_artifact, table, to_json
+        from readout_parity.report import junit, keep_in_artifact, to_json
 
         try:
             report = run_parity(artifact, corpus, sizes,

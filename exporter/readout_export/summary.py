@@ -16,7 +16,7 @@ def summarize(art: Artifact) -> str:
              f"  abi        {r['abi_version']}   family {r['family']}   name {r['name']}",
              f"  backbone   {r['contextual_state']['architecture']} ({r['contextual_state']['model_type']}), "
              f"width {r['contextual_state']['width']}, positions from the attention mask",
-             f"  inputs     " + ", ".join(f"{i['name']} {i['dtype']} [{', '.join(i['axes'])}]" for i in r["inputs"]),
+             "  inputs     " + ", ".join(f"{i['name']} {i['dtype']} [{', '.join(i['axes'])}]" for i in r["inputs"]),
              f"  input      max_length {inp['max_length']}, truncation {inp['truncation']['strategy']} "
              f"({inp['truncation']['side']}), padding sides {'/'.join(inp['padding_sides'])}"
              + (f", pairs ({inp['pair']['first']}, {inp['pair']['second']})" if inp["pair"] else "")]
@@ -40,7 +40,12 @@ def summarize(art: Artifact) -> str:
             meaning.append(f"{key} {out[key]}")
     lines.append("  meaning    " + ", ".join(meaning))
     for t in art.targets:
-        lines.append(f"  target     {t.format}-{t.precision}  {t.file}  sha256 {t.sha256[:16]}…")
+        runs = "/".join(t.backends)
+        extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.format == "tensorrt" else ""
+        lines.append(f"  target     {t.name:<19} {t.file}  sha256 {t.sha256[:16]}…  (runs on {runs}{extra})")
+    for p in art.extra.get("compile", []):
+        lines.append(f"  target     {p['target']:<19} not compiled yet: readout-export compile {art.path} "
+                     f"--target {p['target']} (on the machine that will run it)")
     lines.append(f"  provenance weights {prov['weights_sha256'][:16]}…, tokenizer {prov['tokenizer_sha256'][:16]}…, "
                  f"{prov['exporter']}, torch {prov['torch']}, transformers {prov['transformers']}, "
                  f"onnx {prov['onnx']}, opset {prov['opset']}")

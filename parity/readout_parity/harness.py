@@ -152,7 +152,6 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     decide every budgeted metric. ``reference``: "eager" (PyTorch, the default) or "onnx-fp32" (the
     artifact's own fp32 graph on ONNX Runtime's CPU, each example alone: the check a machine without
     PyTorch can run, e.g. after `compile` on a Jetson)."""
-    import onnxruntime as ort
 
     start = time.monotonic()
     art: Artifact = open_artifact(path)
