@@ -186,8 +186,31 @@ def test_cross_encoder_needs_score_type(tmp_path, classifier):
 
 
 def test_unsupported_target_is_refused(tmp_path, minilm):
-    doc = base(minilm, targets=[{"format": "tensorrt", "precision": "fp16"}])
+    doc = base(minilm, targets=[{"format": "onnx", "precision": "fp16", "runtime": "openvino"}])
     expect_error(tmp_path, doc, "$.targets[0]", "not built by this release")
+
+
+@pytest.mark.parametrize("target, path, words", [
+    ({"format": "tensorrt", "precision": "fp16", "profile": {"sequence": [1, 128, 512]}},
+     "$.targets[0].profile.sequence", "max 512 exceeds max_length 256"),
+    ({"format": "tensorrt", "precision": "fp16", "profile": {"batch": [8, 4, 16]}},
+     "$.targets[0].profile.batch", "1 <= min <= opt <= max"),
+    ({"format": "onnx", "precision": "fp16", "profile": {"batch": [1, 4, 16]}}, "$.targets[0].profile",
+     "tensorrt targets only"),
+    ({"format": "tensorrt", "precision": "int8", "isa": "avx2"}, "$.targets[0].isa", "onnx int8 targets only"),
+])
+def test_tensorrt_target_errors(tmp_path, minilm, target, path, words):
+    expect_error(tmp_path, base(minilm, max_length=256, targets=[target]), path, words)
+
+
+def test_tensorrt_target_brings_its_onnx_source(tmp_path, minilm):
+    doc = base(minilm, targets=[{"format": "tensorrt", "precision": "fp16"}])
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(main, ["validate", "--json", str(tmp_path / "manifest.json")])
+    assert result.exit_code == 0, result.output
+    targets = json.loads(result.stdout)["targets"]
+    assert [(t["format"], t["precision"]) for t in targets] == [("tensorrt", "fp16"), ("onnx", "fp16")]
+    assert targets[0]["profile"] == {"batch": [1, 32, 128], "sequence": [1, 128, 256]}
 
 
 def test_errors_also_stop_build(tmp_path, classifier):
