@@ -209,7 +209,7 @@ def test_tensorrt_target_brings_its_onnx_source(tmp_path, minilm):
     result = CliRunner().invoke(main, ["validate", "--json", str(tmp_path / "manifest.json")])
     assert result.exit_code == 0, result.output
     targets = json.loads(result.stdout)["targets"]
-    assert [(t["format"], t["precision"]) for t in targets] == [("tensorrt", "fp16"), ("onnx", "fp16")]
+    assert [(t["format"], t["precision"]) for t in targets] == [("tensorrt", "fp16"), ("onnx", "fp16"), ("onnx", "fp32")]
     assert targets[0]["profile"] == {"batch": [1, 32, 128], "sequence": [1, 128, 256]}
 
 

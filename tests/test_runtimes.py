@@ -63,7 +63,7 @@ def test_bf16_target_keeps_cosine_or_is_refused_clearly(shared):
 
 def test_bf16_is_refused_where_it_cannot_run(shared, monkeypatch):
     artifact = shared("embedding")[1]
-    with pytest.raises(DeviceUnavailable, match="bf16 cannot run on backend 'onnxruntime'.*bf16 runs on OpenVINO"):
+    with pytest.raises(DeviceUnavailable, match="precision 'bf16' cannot run on backend 'onnxruntime'.*bf16 runs on OpenVINO"):
         readout_sdk.load(artifact, precision="bf16", backend="onnxruntime")
     monkeypatch.setattr("readout_sdk.runners.cpu_has_bf16", lambda core=None: False)
     with pytest.raises(DeviceUnavailable, match="needs a CPU with avx512-bf16 or AMX"):
@@ -87,6 +87,8 @@ def test_openvino_int8_recipe_keeps_down_projections_and_parity(shared):
         assert not set(nodes[name].input) & dq_outputs, f"{name} was quantized"
     quantized = [n for n in q.graph.node if n.op_type == "MatMul" and set(n.input) & dq_outputs]
     assert len(quantized) >= 24
+    zero_points = [onnx.numpy_helper.to_array(i) for i in q.graph.initializer if "zero_point" in i.name]
+    assert zero_points and all(not z.any() for z in zero_points)  # symmetric: TensorRT-compatible QDQ
     engine = readout_sdk.load(artifact, target="onnx-int8-openvino")
     assert engine.backend == "openvino"
     cos = _cos(engine.embed(TEXTS).vectors, _st(model, TEXTS))

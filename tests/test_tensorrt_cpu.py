@@ -216,9 +216,20 @@ def test_a_listed_engine_without_tensorrt_is_refused_clearly(shared, tmp_path):
                                                     r"pip install 'readout-export\[tensorrt\]'"):
             readout_sdk.load(art, target="tensorrt-fp16")
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # on the CPU the engine is never picked by itself
+    with pytest.raises(DeviceUnavailable, match="tensorrt-fp16 cannot run on device 'cpu'"):
+        readout_sdk.load(art, device="cpu", target="tensorrt-fp16")
+    from readout_parity.report import keep_in_artifact
+    from readout_sdk.backend import machine_id
+
+    earlier = {"target": "onnx-fp32", "provider": "CPUExecutionProvider", "metric": "min_cosine",
+               "requirement": ">= 0.99999", "measured": 1.0, "decision": "PASS", "reference": "eager", "reason": ""}
+    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "checks": [earlier]}))
     report = run_parity(art, widths=(1,), reference="onnx-fp32", only=["tensorrt-fp16"])
     (check,) = report.checks
     assert check.decision == "NOT_EVALUATED" and check.provider == "TensorRT" and check.reason
+    keep_in_artifact(report, only=["tensorrt-fp16"])  # what compile does: earlier decisions stay
+    kept = json.loads((art / "parity.json").read_text())
+    assert [c["target"] for c in kept["checks"]] == ["onnx-fp32", "tensorrt-fp16"]
     result = CliRunner().invoke(main, ["inspect", str(art)])
     assert result.exit_code == 0 and "tensorrt-fp16" in result.stdout and "TensorRT 10.3.0 on Orin" in result.stdout
     (art / "model.tensorrt-fp16.engine").write_bytes(b"changed")

@@ -261,7 +261,7 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
 
     reference = "eager" if importlib.util.find_spec("torch") else "onnx-fp32"
     report = _run(debug, False, lambda: run_parity(artifact, say=say, reference=reference, only=[target]))
-    keep_in_artifact(report)
+    keep_in_artifact(report, only=[target])
     click.echo(table(report))
     sys.exit(report.exit_code())
 

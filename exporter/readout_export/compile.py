@@ -129,7 +129,8 @@ def compile_engine(artifact: str | Path, target: str, say: Callable[[str], None]
     meta = json.loads((root / ARTIFACT_FILE).read_text(encoding="utf-8"))
     record = meta["abi"]
     pending = {p["target"]: p for p in meta.get("compile", [])}
-    stated = pending.get(target, {}).get("profile")
+    earlier = next((t for t in meta["targets"] if t["format"] == "tensorrt" and t["precision"] == precision), {})
+    stated = pending.get(target, {}).get("profile") or earlier.get("profile")  # a recompile keeps the profile
     profile = Profile.from_json(stated) if stated else derive_profile(None, int(record["input"]["max_length"]),
                                                                       record["family"])
     say(f"building {target} from {source.name} with TensorRT {trt.__version__} on {gpu} (sm {capability}); "

@@ -57,13 +57,34 @@ def make_fp16_graph(fp32: Path, out: Path) -> int:
 
 
 def _drop_round_trips(model: object) -> None:
-    """Remove Cast(fp32->fp16)->Cast(fp16->fp32) pairs the converter leaves in front of kept-fp32 outputs
-    (they would round an fp32 result to fp16 and back)."""
+    """Remove Cast(fp32->fp16)->Cast(fp16->fp32) pairs the converter leaves between kept-fp32 nodes and in
+    front of the outputs (they would round an fp32 value to fp16 and back). A pair is dropped only where
+    shape inference says its source is fp32 (never an integer tensor cast through fp16)."""
     import onnx
 
     graph = model.graph  # type: ignore[attr-defined]
+    fresh = onnx.ModelProto()
+    fresh.CopyFrom(model)  # type: ignore[arg-type]
+    del fresh.graph.value_info[:]  # the converter leaves stale types there; infer them anew
+    inferred = onnx.shape_inference.infer_shapes(fresh)
+    types = {v.name: v.type.tensor_type.elem_type for v in list(inferred.graph.value_info)
+             + list(inferred.graph.input) + list(inferred.graph.output)}
     producer = {o: n for n in graph.node for o in n.output}
     to = lambda n: next((a.i for a in n.attribute if a.name == "to"), None)  # noqa: E731
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+
+    def elem_type(name: str, depth: int = 0) -> int | None:
+        """Inferred type, else followed through the producer (a Cast's target, else its float input's)."""
+        if types.get(name):
+            return types[name]
+        node = producer.get(name)
+        if node is None or depth > 6:
+            return None
+        if node.op_type == "Cast":
+            return to(node)
+        seen = [t for t in (elem_type(i, depth + 1) for i in node.input if i) if t in floats]
+        return seen[-1] if seen else None
+
     rename: dict[str, str] = {}
     drop = []
     for node in graph.node:
@@ -72,9 +93,8 @@ def _drop_round_trips(model: object) -> None:
         first = producer.get(node.input[0])
         if first is None or first.op_type != "Cast" or to(first) != onnx.TensorProto.FLOAT16:
             continue
-        source = producer.get(first.input[0])
-        if source is not None and source.op_type == "Cast" and to(source) == onnx.TensorProto.FLOAT16:
-            continue  # the value really was fp16 before: keep the casts
+        if elem_type(first.input[0]) != onnx.TensorProto.FLOAT:
+            continue
         rename[node.output[0]] = first.input[0]
         drop.append(node)
     if not drop:

@@ -226,17 +226,21 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
             if t["runtime"] == "openvino" and t["isa"] == "arm64":
                 raise ManifestError(f"$.targets[{i}].isa", "arm64 (Jetson's CPU) takes the onnxruntime int8 recipe; "
                                                            "drop runtime or set it to onnxruntime")
-        if t["runtime"] == "openvino" and t["precision"] == "int8" and importlib.util.find_spec("nncf") is None:
-            raise ManifestError(f"$.targets[{i}]", "onnx-int8-openvino is calibrated with NNCF, which is not "
-                                                   "installed: pip install 'readout-export[openvino]'")
         resolved.append(t)
-    for t in [t for t in resolved if t["format"] == "tensorrt"]:  # each engine's ONNX source is built too
-        precision, runtime = TENSORRT_SOURCE[t["precision"]]
-        if not any(s["format"] == "onnx" and (s["precision"], s["runtime"]) == (precision, runtime) for s in resolved):
-            source = {"format": "onnx", "precision": precision, "runtime": runtime}
-            if precision == "int8":
-                source["isa"] = "avx512-vnni"
-            resolved.append(source)
+    # each engine's ONNX source is built too, and the fp32 graph (the torch-free parity reference on the device)
+    for t in [t for t in resolved if t["format"] == "tensorrt"]:
+        for precision, runtime in (TENSORRT_SOURCE[t["precision"]], ("fp32", "onnxruntime")):
+            if not any(s["format"] == "onnx" and (s["precision"], s["runtime"]) == (precision, runtime)
+                       for s in resolved):
+                source = {"format": "onnx", "precision": precision, "runtime": runtime}
+                if precision == "int8":
+                    source["isa"] = "avx512-vnni"
+                resolved.append(source)
+    for i, t in enumerate(resolved):
+        if t["runtime"] == "openvino" and t["precision"] == "int8" and importlib.util.find_spec("nncf") is None:
+            where = f"$.targets[{i}]" if i < len(targets) else "$.targets"
+            raise ManifestError(where, "onnx-int8-openvino (also the source of tensorrt-int8) is calibrated with "
+                                       "NNCF, which is not installed: pip install 'readout-export[openvino]'")
     plan.targets = resolved
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from readout_sdk.artifact import Artifact, open_artifact
 from readout_sdk.backend import machine_id
+from readout_sdk.errors import DeviceUnavailable
 from readout_sdk.text import TextEncoder
 
 from readout_parity.checks import Check, budgets_for, decide, not_evaluated
@@ -190,7 +191,11 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
             if isinstance(make, str):
                 checks.append(not_evaluated(tname, provider, make))
                 continue
-            runner = make()
+            try:
+                runner = make()
+            except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
+                checks.append(not_evaluated(tname, provider, str(e)))
+                continue
             run = lambda feed, r=runner: dict(zip(names, r.run(names, feed)))  # noqa: E731
             worst: dict[str, tuple[float, str]] = {}
             for side in SIDES:

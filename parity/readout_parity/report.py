@@ -65,9 +65,18 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def keep_in_artifact(report: Report) -> None:
-    """The artifact keeps its last report (parity.json) and a summary in readout.json (atomic writes)."""
+def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
+    """The artifact keeps its last report (parity.json) and a summary in readout.json (atomic writes).
+    With ``only`` (a run limited to some targets, e.g. after `compile`), the kept report's checks of other
+    targets stay, so earlier decisions are not lost."""
     root = Path(report.artifact)
+    if only is not None and (root / "parity.json").is_file():
+        from readout_parity.checks import Check
+
+        old = json.loads((root / "parity.json").read_text(encoding="utf-8"))
+        if old.get("machine") == report.machine:
+            kept = [Check(**c) for c in old.get("checks", []) if c["target"] not in only]
+            report.checks = kept + report.checks
     doc = to_json(report)
     _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))

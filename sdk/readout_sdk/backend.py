@@ -62,10 +62,19 @@ BACKENDS = ("onnxruntime", "openvino", "tensorrt")
 
 
 def installed(backend: str) -> bool:
-    """Whether a backend's runtime can be imported here (without importing it)."""
+    """Whether a backend's runtime can be imported here (without importing it); TensorRT also needs
+    Polygraphy and cuda-python."""
     import importlib.util
 
-    return importlib.util.find_spec(backend) is not None
+    modules = ("tensorrt", "polygraphy", "cuda") if backend == "tensorrt" else (backend,)
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def gpu_available() -> bool:
+    """Whether ONNX Runtime offers a GPU provider here."""
+    import onnxruntime as ort
+
+    return any(p in ort.get_available_providers() for p in GPU_PROVIDERS)
 
 
 def machine_id() -> str:
@@ -112,8 +121,8 @@ def _candidates(targets, precision: str | None, backend: str, device: str,
                 continue
             if device == "cuda" and b == "openvino":
                 continue
-            if b == "tensorrt" and device != "cuda" and backend != "tensorrt" and name is None:
-                continue  # engines run on the GPU: only when asked for
+            if b == "tensorrt" and (device == "cpu" or (device != "cuda" and backend != "tensorrt" and name is None)):
+                continue  # engines run on the GPU: only when asked for, never on device "cpu"
             pairs.append((t, b))
     return pairs
 
@@ -137,12 +146,15 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
     pairs = _candidates(targets, precision, backend, device, target)
     if not pairs:
-        if not _candidates(targets, precision, "auto", "cpu", target):
+        exists = [t for t in targets if (target is None or t.name == target)
+                  and (precision is None or t.precision == precision)]
+        if not exists:
             what = f"target {target!r}" if target else f"precision {precision!r}"
             raise DeviceUnavailable(f"{what} is not in this artifact (it has: {have})")
-        where = f"backend {backend!r}" if backend != "auto" else f"device {device!r}"
-        raise DeviceUnavailable(f"{target or precision} cannot run on {where} (it has: {have}); bf16 runs on "
-                                "OpenVINO, and OpenVINO runs on the CPU")
+        what = target or (f"precision {precision!r}" if precision else "no target of this artifact")
+        where = f"backend {backend!r} on device {device!r}" if backend != "auto" else f"device {device!r}"
+        raise DeviceUnavailable(f"{what} cannot run on {where} (it has: {have}); bf16 runs on OpenVINO, "
+                                "OpenVINO on the CPU, TensorRT engines on CUDA")
     runnable = [p for p in pairs if installed(p[1])]
     if not runnable:
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "

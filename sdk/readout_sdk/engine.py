@@ -16,7 +16,7 @@ import numpy as np
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.artifact import Target
-from readout_sdk.backend import choose, kept_measurements, providers_for
+from readout_sdk.backend import choose, gpu_available, kept_measurements, providers_for
 from readout_sdk.runners import OpenVINORunner, OrtRunner, TensorRTRunner, cpu_has_bf16
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.spans import best_spans, window_probabilities
@@ -52,8 +52,20 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     are checked.
     """
     art = open_artifact(path, check_graphs=False)
-    measured = kept_measurements(art.path) if device in ("auto", "cpu") else {}
+    on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
+    measured = kept_measurements(art.path) if on_cpu else {}  # kept benches are CPU measurements
     choice = choose(art.targets, precision, device, backend, measured, target)
+    if choice.backend == "tensorrt" and backend == "auto" and target is None:
+        try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
+            return _load_with(art, choice, device, streams, max_batch_tokens)
+        except DeviceUnavailable as e:
+            fallback = choose(art.targets, precision, device, "onnxruntime", None, None)
+            choice = type(fallback)(fallback.target, fallback.backend,
+                                    f"the TensorRT engine cannot run here ({e}); fell back")
+    return _load_with(art, choice, device, streams, max_batch_tokens)
+
+
+def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int) -> "Engine":
     picked = choice.target
     if choice.backend == "openvino":
         hint = "bf16" if picked.precision == "bf16" else "f32"

@@ -169,9 +169,14 @@ def run_sorted(prepared: Sequence[Prepared], batch_size: int, encoder: TextEncod
         return idx
 
     planned = plan_batches(prepared, batch_size, max_tokens)
-    done = (pool.submit(one, idx) for idx in planned) if pool else None
-    for item in (list(done) if done is not None else planned):
-        idx = item.result() if pool else one(item)
-        if progress:
-            progress.update(sum(weights[i] for i in idx) if weights else len(idx))
+    futures = [pool.submit(one, idx) for idx in planned] if pool else []
+    try:
+        for item in (futures or planned):
+            idx = item.result() if pool else one(item)  # type: ignore[union-attr, arg-type]
+            if progress:
+                progress.update(sum(weights[i] for i in idx) if weights else len(idx))
+    except BaseException:
+        for f in futures:  # a failed batch (or Ctrl-C) stops the rest of the call
+            f.cancel()
+        raise
     return results  # type: ignore[return-value]

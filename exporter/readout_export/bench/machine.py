@@ -95,9 +95,11 @@ RSS_TAIL = ("import json; hwm = [l for l in open('/proc/self/status') if l.start
 
 
 def peak_rss_sdk(artifact: Path, items_file: Path, call: str) -> dict[str, Any]:
-    """Peak RSS (MiB) of a process that imports only the SDK, loads the artifact and runs the corpus."""
+    """Peak RSS (MiB) of a process that imports only the SDK, loads the artifact's fp32 graph on ONNX
+    Runtime (a fixed choice, so runs compare) and runs the corpus."""
     code = (f"import json, readout_sdk; items = json.load(open({str(items_file)!r})); "
-            f"e = readout_sdk.load({str(artifact)!r}, device='cpu'); e.{call}(items, batch_size=32); "
+            f"e = readout_sdk.load({str(artifact)!r}, device='cpu', target='onnx-fp32', backend='onnxruntime'); "
+            f"e.{call}(items, batch_size=32); "
             "import sys; assert 'torch' not in sys.modules, 'torch was imported'; " + RSS_TAIL)
     return subprocess_json(code)
 
