@@ -29,7 +29,7 @@ def table(report: BenchReport) -> str:
              f"corpus: {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens (mean {c['mean_tokens']:.0f}), "
              f"seed {c['seed']}; throughput at batch {c['batch_size']} (SDK rows: at most {c['batch_size']} items and "
              f"max_batch_tokens padded tokens per batch), median of {c['repeats']}; latency at batch 1 "
-             f"over {c['latency_items']} items; parity against eager PyTorch fp32 on the same items", ""]
+             f"over {c['latency_items']} items (fastest of 3 calls each); parity against eager PyTorch fp32 on the same items", ""]
     head = (f"{'configuration':<52} {'prec':<5} {'items/s':>8} {'x eager':>7} {'p50 ms':>7} {'p95 ms':>7} "
             f"{'GFLOP/s':>8} {'%peak':>6} {'SDK ms/batch':>12}  parity")
     lines += [head, "-" * len(head)]
