@@ -23,14 +23,13 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.artifact import ARTIFACT_FILE, open_artifact, sha256_file
+from readout_sdk.artifact import ARTIFACT_FILE, TENSORRT_SOURCE, open_artifact, sha256_file, target_name
 from readout_sdk.engine_file import write_atomic, write_engine
 from readout_sdk.profiles import Profile, derive_profile
 
 from readout_export.errors import ReadoutExportError
 
-SOURCES = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
-           "int8": ("int8", "openvino")}
+SOURCES = TENSORRT_SOURCE  # the ONNX graph each precision is compiled from (one map, in the SDK)
 TRT_EXTRA = ("pip install 'readout-export[tensorrt]' on the machine that will run the engine (on Jetson, "
              "TensorRT comes with JetPack; see docs/jetson.md)")
 
@@ -56,7 +55,7 @@ def source_graph(artifact: Path, precision: str) -> Path:
     for t in art.targets:
         if t.format == "onnx" and (t.precision, t.runtime) == want:
             return art.path / t.file
-    name = f"onnx-{want[0]}" + ("-openvino" if want[1] == "openvino" else "")
+    name = target_name("onnx", *want)
     raise CompileError(f"{artifact}: has no {name} graph to compile tensorrt-{precision} from; add "
                        f'{{"format": "tensorrt", "precision": "{precision}"}} to the manifest\'s targets and rebuild')
 

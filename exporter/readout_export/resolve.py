@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import POOLING_MODES, family_spec
+from readout_sdk.artifact import TENSORRT_SOURCE, default_runtime
+from readout_sdk.artifact import target_name as _name
 
 from readout_export.errors import ManifestError
 from readout_export.manifest import Manifest
@@ -23,15 +25,11 @@ OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mp
 PROBLEM_TYPES = {"sequence_classification": "single_label_classification",
                  "multilabel_classification": "multi_label_classification", "regression": "regression"}
 # (format, precision, runtime). bf16 is the fp32 graph run with OpenVINO's bf16 inference precision (ONNX
-# Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see onnx_export / quantize).
+# Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see quantize.py).
 SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
                      ("onnx", "bf16", "openvino"), ("onnx", "fp16", "onnxruntime"),
                      ("tensorrt", "fp32", "tensorrt"), ("tensorrt", "fp16", "tensorrt"), ("tensorrt", "bf16", "tensorrt"),
                      ("tensorrt", "int8", "tensorrt")}
-DEFAULT_RUNTIME = {"bf16": "openvino"}
-# the ONNX graph each TensorRT target is compiled from (built by `build`, compiled by `compile` on the device)
-TENSORRT_SOURCE = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
-                   "int8": ("int8", "openvino")}
 GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 
@@ -201,7 +199,7 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
     resolved = []
     for i, t in enumerate(targets):
         t = dict(t)
-        t.setdefault("runtime", "tensorrt" if t["format"] == "tensorrt" else DEFAULT_RUNTIME.get(t["precision"], "onnxruntime"))
+        t.setdefault("runtime", default_runtime(t["format"], t["precision"]))
         key = (t["format"], t["precision"], t["runtime"])
         name = target_name(t)
         if key in seen:
@@ -245,10 +243,8 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
 
 
 def target_name(t: dict[str, str]) -> str:
-    """format-precision, with the runtime appended where it is not the precision's default."""
-    default = "tensorrt" if t["format"] == "tensorrt" else DEFAULT_RUNTIME.get(t["precision"], "onnxruntime")
-    runtime = t.get("runtime") or default
-    return f"{t['format']}-{t['precision']}" + ("" if runtime == default else f"-{runtime}")
+    """The artifact's name for a manifest target (the SDK's rule)."""
+    return _name(t["format"], t["precision"], t.get("runtime"))
 
 
 def _pooling_list(stated: Any) -> list[str] | None:

@@ -106,7 +106,7 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
     """(provider label, runner factory or the reason it cannot run here) for every way the SDK can run
     ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU."""
     from readout_sdk.backend import installed
-    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16
+    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16, openvino_precision
 
     path = art.path / target.file
     out: list[tuple[str, Any]] = []
@@ -126,8 +126,7 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
             if target.precision == "bf16" and not bf16:
                 out.append(("OpenVINO:CPU", "this CPU has no native bf16 (avx512-bf16 or AMX)"))
                 continue
-            hint = "bf16" if target.precision == "bf16" or (target.precision == "int8" and bf16) else "f32"
-            out.append(("OpenVINO:CPU", lambda h=hint: OpenVINORunner(path, h)))
+            out.append(("OpenVINO:CPU", lambda p=openvino_precision(target.precision): OpenVINORunner(path, p)))
     return out
 
 

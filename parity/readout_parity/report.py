@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
+from readout_sdk.engine_file import write_atomic
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -58,11 +57,7 @@ def junit(report: Report) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("utf-8"))
 
 
 def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:

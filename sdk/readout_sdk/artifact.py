@@ -22,6 +22,20 @@ class ArtifactError(RuntimeError):
 
 
 DEFAULT_RUNTIME = {"bf16": "openvino"}
+# the ONNX graph (precision, runtime) each TensorRT precision is compiled from
+TENSORRT_SOURCE = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
+                   "int8": ("int8", "openvino")}
+
+
+def default_runtime(fmt: str, precision: str) -> str:
+    """The runtime a target is prepared for when the manifest does not say."""
+    return "tensorrt" if fmt == "tensorrt" else DEFAULT_RUNTIME.get(precision, "onnxruntime")
+
+
+def target_name(fmt: str, precision: str, runtime: str | None = None) -> str:
+    """format-precision, plus the runtime where it is not the default (onnx-int8-openvino)."""
+    default = default_runtime(fmt, precision)
+    return f"{fmt}-{precision}" + ("" if (runtime or default) == default else f"-{runtime}")
 # which CPU runtimes can execute a target's graph: bf16 is OpenVINO's bf16 inference precision on the fp32
 # graph; the dynamic int8 graph uses ONNX Runtime's integer ops; a QDQ int8 graph runs on both.
 RUNS_ON = {("fp32", "onnxruntime"): ("onnxruntime", "openvino"), ("int8", "onnxruntime"): ("onnxruntime",),
@@ -47,8 +61,7 @@ class Target:
     @property
     def name(self) -> str:
         """format-precision, plus the runtime where it is not the precision's default (onnx-int8-openvino)."""
-        default = "tensorrt" if self.format == "tensorrt" else DEFAULT_RUNTIME.get(self.precision, "onnxruntime")
-        return f"{self.format}-{self.precision}" + ("" if self.runtime == default else f"-{self.runtime}")
+        return target_name(self.format, self.precision, self.runtime)
 
     @property
     def backends(self) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.artifact import Target
 from readout_sdk.backend import choose, gpu_available, kept_measurements, providers_for
-from readout_sdk.runners import OpenVINORunner, OrtRunner, TensorRTRunner, cpu_has_bf16
+from readout_sdk.runners import OpenVINORunner, OrtRunner, TensorRTRunner, openvino_precision
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.tagging import decode_entities, pieces
@@ -68,10 +68,7 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
 def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int) -> "Engine":
     picked = choice.target
     if choice.backend == "openvino":
-        hint = "bf16" if picked.precision == "bf16" else "f32"
-        if picked.precision == "int8":  # the ops int8 leaves out run at bf16 where the CPU has it
-            hint = "bf16" if cpu_has_bf16() else "f32"
-        runner: Any = OpenVINORunner(art.path / picked.file, hint, streams)
+        runner: Any = OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams)
     elif choice.backend == "tensorrt":
         runner = TensorRTRunner(art.path / picked.file, art.record, str(art.path))
     else:
@@ -80,7 +77,7 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
         if device == "cuda" and runner.device == "cpu":
             raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
                                     "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
-    embedded = runner.embedded_metadata().get(METADATA_KEY) if choice.backend != "tensorrt" else json.dumps(art.record)
+    embedded = runner.embedded_metadata().get(METADATA_KEY)
     if embedded is None or json.loads(embedded) != art.record:
         raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
     return Engine(art, runner, picked, choice.reason, max_batch_tokens)

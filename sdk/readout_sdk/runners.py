@@ -83,6 +83,14 @@ def cpu_has_bf16(core: Any | None = None) -> bool:
     return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+def openvino_precision(target_precision: str, core: Any | None = None) -> str:
+    """OpenVINO inference precision for a target: bf16 for onnx-bf16; for the int8 QDQ graph, the ops int8
+    leaves out run at bf16 where the CPU has it; fp32 otherwise (set explicitly: AMX machines default to bf16)."""
+    if target_precision == "bf16" or (target_precision == "int8" and cpu_has_bf16(core)):
+        return "bf16"
+    return "f32"
+
+
 class OpenVINORunner:
     """OpenVINO on the CPU, reading the artifact's ONNX graph directly. ``inference_precision`` is 'f32'
     (set explicitly: OpenVINO would otherwise pick bf16 on AMX machines) or 'bf16'. The THROUGHPUT hint
@@ -159,11 +167,12 @@ class TensorRTRunner:
         engine_file = read_engine(path)
         capability, gpu = _local_gpu()
         check_compatible(engine_file.header, trt.__version__, capability, artifact)
-        if engine_file.header.get("abi") != record:
+        if engine_file.header.get("abi") != record:  # also checked by load; parity builds runners directly
             from readout_sdk.artifact import ArtifactError
 
             raise ArtifactError(f"{Path(path).name}: the record inside the engine differs from readout.json")
         self.profile = Profile.from_json(engine_file.header["profiles"][0])
+        self._record = engine_file.header["abi"]
         self._runner = TrtRunner(EngineFromBytes(engine_file.plan))
         self._runner.activate()
         self._lock = threading.Lock()
@@ -178,7 +187,12 @@ class TensorRTRunner:
             return [np.array(out[n], copy=True) for n in names]
 
     def embedded_metadata(self) -> dict[str, str]:
-        return {}  # checked against readout.json in __init__
+        """The record inside the engine file's header (load compares it with readout.json, as for graphs)."""
+        import json
+
+        from readout_sdk.abi import METADATA_KEY
+
+        return {METADATA_KEY: json.dumps(self._record)}
 
 
 def _local_gpu() -> tuple[str, str]:
