@@ -32,6 +32,23 @@ def linked_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def list_stand_in_engine(art: Path, profile, plan: bytes = b"not a real plan", target: str = "tensorrt-fp16") -> None:
+    """List a compiled TensorRT engine in ``art`` (a stand-in plan: TensorRT is not here), as compile would."""
+    from readout_sdk.artifact import sha256_file
+    from readout_sdk.engine_file import write_engine
+
+    meta = json.loads((art / "readout.json").read_text())
+    file = f"model.{target}.engine"
+    built = {"tensorrt": "10.3.0", "compute_capability": "8.7", "gpu": "Orin"}
+    write_engine(art / file, {"abi": meta["abi"], "target": target, "profiles": [profile.to_json()], **built}, plan)
+    precision = target.split("-")[1]
+    meta["targets"] = [t for t in meta["targets"] if not (t["format"] == "tensorrt" and t["precision"] == precision)]
+    meta["targets"].append({"format": "tensorrt", "precision": precision, "runtime": "tensorrt", "file": file,
+                            "sha256": sha256_file(art / file), "profile": profile.to_json(), **built})
+    meta.pop("compile", None)
+    (art / "readout.json").write_text(json.dumps(meta))
+
+
 def record_error(case: str, value: float, note: str = "") -> None:
     """Remember the largest error measured for a case (shown in the terminal summary)."""
     old = MEASURED.get(case, (0.0, note))

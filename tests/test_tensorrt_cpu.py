@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import readout_sdk
-from conftest import linked_copy, record_error
+from conftest import linked_copy, list_stand_in_engine, record_error
 from corpus import TEXTS
 from oracles import sentence_transformers_embeddings
 from readout_export.cli import main
@@ -195,22 +195,10 @@ def test_a_listed_engine_without_tensorrt_is_refused_clearly(shared, tmp_path):
     """An artifact that lists a compiled engine (written here with a stand-in plan): the SDK verifies its
     hash, and on a machine without TensorRT says what to install; parity reports NOT_EVALUATED."""
     from readout_parity.harness import run_parity
-    from readout_sdk.artifact import sha256_file
 
     art = tmp_path / "a"
     linked_copy(shared("fp16")[1], art)
-    meta = json.loads((art / "readout.json").read_text())
-    profile = Profile((1, 16, 64), (1, 128, 256))
-    write_engine(art / "model.tensorrt-fp16.engine", {"abi": meta["abi"], "target": "tensorrt-fp16",
-                                                        "tensorrt": "10.3.0", "gpu": "Orin",
-                                                        "compute_capability": "8.7",
-                                                        "profiles": [profile.to_json()]}, b"not a real plan")
-    meta["targets"].append({"format": "tensorrt", "precision": "fp16", "runtime": "tensorrt",
-                            "file": "model.tensorrt-fp16.engine", "sha256": sha256_file(art / "model.tensorrt-fp16.engine"),
-                            "profile": profile.to_json(), "tensorrt": "10.3.0", "compute_capability": "8.7",
-                            "gpu": "Orin"})
-    meta.pop("compile", None)
-    (art / "readout.json").write_text(json.dumps(meta))
+    list_stand_in_engine(art, Profile((1, 16, 64), (1, 128, 256)))
     if not HAVE_TRT:
         with pytest.raises(DeviceUnavailable, match=r"tensorrt-fp16 runs on tensorrt, which is not installed: "
                                                     r"pip install 'readout-export\[tensorrt\]'"):

@@ -266,5 +266,7 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
     sys.exit(report.exit_code())
 
 
+from readout_export import scale_cli  # noqa: E402,F401  (registers triton, serve, encode on `main`)
+
 if __name__ == "__main__":
     main()

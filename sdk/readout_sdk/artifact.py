@@ -129,11 +129,13 @@ def _verify_hash(root: Path, name: str, expected: str) -> Path:
     return path
 
 
-def open_artifact(path: str | Path, check_graphs: bool = True) -> Artifact:
+def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = True) -> Artifact:
     """Open and verify an artifact directory.
 
     Checks the ABI record (known major version, schema), every listed file's sha256, and, with
-    ``check_graphs``, that each ONNX graph's embedded record equals ``readout.json``'s.
+    ``check_graphs``, that each ONNX graph's embedded record equals ``readout.json``'s. ``graphs=False``
+    opens the readout half alone (record + tokenizer), for a front end whose graph is served elsewhere
+    (the generated Triton Python model): graph files are then neither needed nor read.
     """
     root = Path(path)
     meta_path = root / ARTIFACT_FILE
@@ -159,7 +161,7 @@ def open_artifact(path: str | Path, check_graphs: bool = True) -> Artifact:
     tok = meta["tokenizer"]
     _verify_hash(root, tok["file"], tok["sha256"])
     verified: set[tuple[str, str]] = set()
-    for t in targets:
+    for t in targets if graphs else ():
         if (t.file, t.sha256) in verified:  # bf16 shares the fp32 graph: hash it once
             continue
         verified.add((t.file, t.sha256))

@@ -1,0 +1,99 @@
+"""The Python-backend model of a generated Triton repository: text in, typed JSON out.
+
+`readout-export triton` writes ``<name>/1/model.py`` that imports :class:`TritonPythonModel` from here,
+and ``<name>/1/readout/`` with ``readout.json`` and the tokenizer. The compiled graph is a separate
+model (``<name>_graph``: ONNX Runtime or a TensorRT plan) that this model calls through Triton's
+business-logic scripting (BLS), so the graph runs on Triton's own backend (and GPU) while tokenization,
+the label map, score type and decisions are the SDK's, unchanged. Requests carry the family's fields
+(``readout_sdk.records.FIELDS``) as BYTES ``[n, 1]``; replies carry ``result``: one JSON record per row.
+A request the SDK refuses fails alone, with the SDK's message.
+
+Only importable inside Triton's Python backend (``triton_python_backend_utils``), with this SDK
+installed in that Python environment.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from readout_sdk.artifact import ArtifactError, open_artifact
+from readout_sdk.records import FIELDS, predict_groups, to_json
+
+ABI_PARAMETER = "readout.abi"
+GRAPH_PARAMETER = "readout.graph_model"
+TARGET_PARAMETER = "readout.target"
+BATCH_PARAMETER = "readout.batch_size"  # the SDK's batches must fit the graph model's max_batch_size
+README_DIR = "readout"
+
+
+class BlsRunner:
+    """A runner (``run(names, feed) -> arrays``, as the SDK's ONNX Runtime runner) that asks another Triton model."""
+
+    backend = "triton"
+    streams = 1
+
+    def __init__(self, graph_model: str, pb_utils: Any):
+        self.graph_model = graph_model
+        self.providers = (graph_model,)
+        self.device = "triton"
+        self.execution = {"graph_model": graph_model}
+        self._pb = pb_utils
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        pb = self._pb
+        request = pb.InferenceRequest(model_name=self.graph_model, requested_output_names=list(names),
+                                      inputs=[pb.Tensor(k, np.ascontiguousarray(v)) for k, v in feed.items()])
+        response = request.exec()
+        if response.has_error():
+            raise RuntimeError(f"graph model {self.graph_model}: {response.error().message()}")
+        return [pb.get_output_tensor_by_name(response, n).as_numpy() for n in names]
+
+
+class TritonPythonModel:
+    """Triton's Python-backend entry points: initialize, execute, finalize."""
+
+    def initialize(self, args: dict[str, str]) -> None:
+        import triton_python_backend_utils as pb_utils
+
+        from readout_sdk.engine import Engine
+
+        self._pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+        root = Path(args["model_repository"]) / args["model_version"] / README_DIR
+        art = open_artifact(root, check_graphs=False, graphs=False)
+        if json.loads(params.get(ABI_PARAMETER, "null")) != art.record:
+            raise ArtifactError(f"{config['name']}: the ABI record in config.pbtxt differs from {root}/readout.json")
+        target = next((t for t in art.targets if t.name == params.get(TARGET_PARAMETER)), None)
+        if target is None:
+            raise ArtifactError(f"{config['name']}: config.pbtxt names target {params.get(TARGET_PARAMETER)!r}, "
+                                f"which {root}/readout.json does not list")
+        self.fields = FIELDS[art.family]
+        self.batch_size = int(params.get(BATCH_PARAMETER, "32"))
+        self.engine = Engine(art, BlsRunner(params[GRAPH_PARAMETER], pb_utils), target,
+                             "served by Triton through " + params[GRAPH_PARAMETER])
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        pb = self._pb
+        groups = []
+        for request in requests:
+            columns = {}
+            for f in self.fields:
+                tensor = pb.get_input_tensor_by_name(request, f)
+                columns[f] = tensor.as_numpy().reshape(-1) if tensor is not None else np.array([], dtype=object)
+            n = max(len(c) for c in columns.values())
+            groups.append([{f: c[i] for f, c in columns.items() if i < len(c)} for i in range(n)])
+        responses = []
+        for result in predict_groups(self.engine, groups, self.batch_size):
+            if isinstance(result, Exception):
+                responses.append(pb.InferenceResponse(output_tensors=[], error=pb.TritonError(str(result))))
+                continue
+            rows = np.array([[to_json(r).encode("utf-8")] for r in result], dtype=object)
+            responses.append(pb.InferenceResponse(output_tensors=[pb.Tensor("result", rows)]))
+        return responses
+
+    def finalize(self) -> None:
+        self.engine = None

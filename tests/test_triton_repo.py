@@ -1,0 +1,183 @@
+"""`readout-export triton`: generated model repositories, parsed with Triton's own model-config protobuf
+(tritonclient) and checked against the ONNX graph itself (onnxruntime's view of its tensors), then served
+by a real tritonserver (the one nvidia-pytriton bundles) and compared with the SDK run directly.
+
+PyTriton's server ships only the Python backend, so for the served test the graph model's backend is
+swapped for a Python stand-in running the same model.onnx (tests/triton_server.py); Triton, the
+generated text model, its BLS calls, dynamic batching and the configs' tensors are real.
+
+Models: SYNTHETIC tiny BERT classifier, token tagger and QA model (tests/synthetic.py)."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+import readout_sdk
+import synthetic
+from conftest import list_stand_in_engine
+from corpus import PAIRS, TEXTS
+from readout_export.cli import main
+from readout_sdk.artifact import sha256_file
+from readout_sdk.profiles import Profile
+from triton_server import TritonServer, stand_in_graph
+
+ORT_TYPES = {"tensor(int64)": "TYPE_INT64", "tensor(float)": "TYPE_FP32"}
+
+
+def parse(path: Path):
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+def write(artifact: Path, repo: Path, *extra: str):
+    result = CliRunner().invoke(main, ["triton", str(artifact), "--repo", str(repo), *extra])
+    return result
+
+
+@pytest.mark.parametrize("key", ["classify", "tag-bert", "qa", "choice"])
+def test_configs_parse_with_tritons_protobuf_and_match_the_graph(shared, tmp_path, key):
+    art = shared(key)[1]
+    meta = json.loads((art / "readout.json").read_text())
+    name = meta["abi"]["name"]
+    result = write(art, tmp_path / "repo")
+    assert result.exit_code == 0, result.output
+    graph_dir, text_dir = tmp_path / "repo" / f"{name}_graph", tmp_path / "repo" / name
+    graph, text = parse(graph_dir / "config.pbtxt"), parse(text_dir / "config.pbtxt")
+
+    # the compiled model: byte-identical graph, tensors as the graph itself declares them
+    assert graph.platform == "onnxruntime_onnx" and graph.max_batch_size == 64
+    fp32 = next(t for t in meta["targets"] if t["format"] == "onnx" and t["precision"] == "fp32")
+    assert sha256_file(graph_dir / "1" / "model.onnx") == fp32["sha256"]
+    session = ort.InferenceSession(str(graph_dir / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    for declared, actual in ((graph.input, session.get_inputs()), (graph.output, session.get_outputs())):
+        assert [t.name for t in declared] == [t.name for t in actual]
+        for t, a in zip(declared, actual):
+            assert model_config_pb2.DataType.Name(t.data_type) == ORT_TYPES[a.type]
+            assert len(t.dims) == len(a.shape) - 1  # the batch axis is Triton's (max_batch_size > 0)
+            for d, s in zip(t.dims, a.shape[1:]):
+                assert d == (s if isinstance(s, int) else -1)
+    assert graph.HasField("dynamic_batching") and text.HasField("dynamic_batching")
+
+    # both configs carry the ABI record: labels, score type and output meanings travel with the repo
+    for cfg in (graph, text):
+        assert json.loads(cfg.parameters["readout.abi"].string_value) == meta["abi"]
+    assert text.backend == "python" and text.parameters["readout.graph_model"].string_value == f"{name}_graph"
+    assert [i.name for i in text.input] == list(readout_sdk.records.FIELDS[meta["abi"]["family"]])
+    assert all(model_config_pb2.DataType.Name(i.data_type) == "TYPE_STRING" for i in text.input)
+    assert [o.name for o in text.output] == ["result"]
+    assert "readout_sdk.triton_model import TritonPythonModel" in (text_dir / "1" / "model.py").read_text()
+    readout = text_dir / "1" / "readout"
+    assert sorted(p.name for p in readout.iterdir()) == ["readout.json", "tokenizer.json"]
+    assert not list((tmp_path / "repo").glob(".*"))  # no staging directories left behind
+
+
+def test_existing_models_refused_unless_forced_and_bad_targets_named(shared, tmp_path):
+    art = shared("classify")[1]
+    assert write(art, tmp_path / "repo").exit_code == 0
+    again = write(art, tmp_path / "repo")
+    assert again.exit_code == 2 and "exists; pass --force" in again.output
+    assert write(art, tmp_path / "repo", "--force", "--name", "other").exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == sorted(
+        ["other", "other_graph", *[p.name for p in (tmp_path / "repo").iterdir() if not p.name.startswith("other")]])
+    missing = write(art, tmp_path / "r2", "--target", "onnx-int8")
+    assert missing.exit_code == 2 and "no target 'onnx-int8'" in missing.output and "onnx-fp32" in missing.output
+
+
+def test_tensorrt_engine_becomes_a_plan_model_with_its_profile(build_artifact, tmp_path):
+    model = synthetic.make_model("bert", "sequence_classification", tmp_path / "m", labels=["a", "b"])
+    art = build_artifact({"model": str(model), "family": "sequence_classification", "targets": [
+        {"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "bf16"},
+        {"format": "tensorrt", "precision": "fp16", "profile": {"batch": [1, 16, 48]}}]})
+    uncompiled = write(art, tmp_path / "r0", "--target", "tensorrt-fp16")
+    assert uncompiled.exit_code == 2 and "not compiled yet" in uncompiled.output and "readout-export compile" in uncompiled.output
+    bf16 = write(art, tmp_path / "r1", "--target", "onnx-bf16")
+    assert bf16.exit_code == 2 and "not on Triton's ONNX Runtime backend" in bf16.output
+
+    plan = b"stand-in plan bytes"
+    list_stand_in_engine(art, Profile((1, 16, 48), (1, 128, 128)), plan)
+    result = write(art, tmp_path / "repo", "--target", "tensorrt-fp16")
+    assert result.exit_code == 0, result.output
+    name = json.loads((art / "readout.json").read_text())["abi"]["name"]
+    graph = parse(tmp_path / "repo" / f"{name}_graph" / "config.pbtxt")
+    assert graph.platform == "tensorrt_plan" and graph.max_batch_size == 48
+    assert list(graph.dynamic_batching.preferred_batch_size) == [16]
+    assert (tmp_path / "repo" / f"{name}_graph" / "1" / "model.plan").read_bytes() == plan
+    text = parse(tmp_path / "repo" / name / "config.pbtxt")
+    assert text.parameters["readout.target"].string_value == "tensorrt-fp16"
+    assert text.parameters["readout.batch_size"].string_value == "32"
+    too_big = write(art, tmp_path / "r3", "--target", "tensorrt-fp16", "--max-batch-size", "64")
+    assert too_big.exit_code == 2 and "exceeds the engine's profile" in too_big.output
+
+
+def _infer(client_mod, url: str, model: str, fields: dict[str, list[str]]):
+    client = client_mod.InferenceServerClient(url)
+    inputs = []
+    for name, values in fields.items():
+        t = client_mod.InferInput(name, [len(values), 1], "BYTES")
+        t.set_data_from_numpy(np.array([[v.encode()] for v in values], dtype=object))
+        inputs.append(t)
+    result = client.infer(model, inputs)
+    return [json.loads(r[0]) for r in result.as_numpy("result")]
+
+
+def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
+    import tritonclient.grpc as grpc
+    import tritonclient.http as http
+
+    repo = tmp_path / "repo"
+    names = {}
+    for key in ("classify", "tag-bert", "qa"):
+        art = shared(key)[1]
+        assert write(art, repo, "--name", key).exit_code == 0
+        stand_in_graph(repo / f"{key}_graph")
+        names[key] = readout_sdk.load(art, target="onnx-fp32")
+    texts = TEXTS * 3
+    with TritonServer(repo, tmp_path / "server") as server:
+        got: dict[int, list] = {}
+        errors: list[BaseException] = []
+
+        def client(i: int) -> None:  # several clients at once, alternating HTTP and gRPC
+            try:
+                mod, url = (http, server.http_url) if i % 2 else (grpc, server.grpc_url)
+                chunk = texts[i::4]
+                got[i] = _infer(mod, url, "classify", {"text": chunk})
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        engine = names["classify"]
+        for i, records in got.items():
+            expected = engine.classify(texts[i::4])
+            assert len(records) == len(expected)
+            for rec, exp in zip(records, expected):  # in order, the SDK's decision and probabilities
+                assert rec["label"] == exp.label and rec["truncated"] == exp.truncated
+                assert rec["scores"] == pytest.approx(exp.scores, abs=1e-6)
+
+        tagged = _infer(http, server.http_url, "tag-bert", {"text": TEXTS})
+        for rec, exp in zip(tagged, names["tag-bert"].tag(TEXTS)):
+            assert [(e["label"], e["start"], e["end"], e["text"]) for e in rec["entities"]] == [
+                (e.label, e.start, e.end, e.text) for e in exp.entities]
+
+        questions, contexts = zip(*PAIRS)
+        answers = _infer(grpc, server.grpc_url, "qa", {"question": list(questions), "context": list(contexts)})
+        for rec, (q, c) in zip(answers, PAIRS):
+            exp = names["qa"].answer(q, c)
+            assert (rec["answer"], rec["start"], rec["end"]) == (exp.text, exp.start, exp.end)
+            assert rec["score"] == pytest.approx(exp.score, rel=1e-5)
+
+        # a request the SDK refuses fails alone, with the SDK's message
+        with pytest.raises(Exception, match="no content tokens"):
+            _infer(http, server.http_url, "classify", {"text": ["fine", "   "]})
+        assert _infer(http, server.http_url, "classify", {"text": ["fine"]})[0]["label"] == engine.classify(["fine"])[0].label
