@@ -23,8 +23,9 @@ def _run(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
         _fail(e.exit_code, str(e), as_json, debug)
     except Exception as e:  # the artifact SDK's own errors and anything unexpected
         from readout_sdk.artifact import ArtifactError
+        from readout_sdk.errors import InputRefused
 
-        code = 2 if isinstance(e, (ArtifactError, FileNotFoundError)) else 1
+        code = 2 if isinstance(e, (ArtifactError, FileNotFoundError, InputRefused)) else 1
         _fail(code, f"{type(e).__name__}: {e}" if code == 1 else str(e), as_json, debug)
 
 
