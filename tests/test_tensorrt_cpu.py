@@ -180,13 +180,14 @@ def test_parity_gates_fp16_and_reports_uncompiled_engines(shared):
     assert all(c.decision in ("PASS", "NOT_EVALUATED") for c in alone.checks)
 
 
-def test_compile_and_the_sdk_never_import_torch():
+def test_compile_scale_out_and_the_sdk_never_import_torch():
     import subprocess
     import sys
 
     code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
             "import readout_export.compile, readout_export.cli, readout_sdk.runners, readout_sdk.engine_file, "
-            "readout_parity.harness; print('ok')")
+            "readout_parity.harness, readout_export.triton_repo, readout_export.scale_cli, readout_sdk.serve, "
+            "readout_sdk.ray, readout_sdk.records, readout_sdk.triton_model; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 

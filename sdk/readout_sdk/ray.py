@@ -127,14 +127,14 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
                  log_to_driver=False, logging_level="ERROR")
     try:
         t0 = time.perf_counter()
-        io = {"num_cpus": 0}  # reading and writing are I/O: reserving CPUs for them could starve the actors
-        ds = (ray.data.read_parquet(str(src), ray_remote_args=io) if src.suffix == ".parquet"
-              else ray.data.read_json(str(src), lines=True, ray_remote_args=io))
+        # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
+        ds = (ray.data.read_parquet(str(src), num_cpus=0) if src.suffix == ".parquet"
+              else ray.data.read_json(str(src), lines=True, num_cpus=0))
         ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size, concurrency=actors,
                             num_cpus=cpus_per_actor, fn_constructor_args=(artifact,),
                             fn_constructor_kwargs={"columns": columns, "prefix": prefix,
                                                    "batch_size": model_batch_size, **load_options})
-        ds.write_parquet(str(out), ray_remote_args=io)
+        ds.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
         seconds = time.perf_counter() - t0
     finally:
         if started:
