@@ -7,6 +7,7 @@ SPLADE-tiny."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -93,12 +94,23 @@ def test_clashing_columns_are_refused_and_prefix_renames(shared):
         Predictor(art, columns={"query": "q"})
 
 
+def test_output_types_are_fixed_per_family_whatever_the_batch_holds(shared):
+    """A batch with no entities must write the same schema as one with entities (Parquet files must read as one)."""
+    art = shared("tag-bert")[1]
+    predictor = Predictor(art, target="onnx-fp32")
+    schemas = {str(predictor(pa.table({"text": [t]})).schema) for t in TEXTS}
+    assert len(schemas) == 1
+    assert "entities: list<item: struct<label: string, start: int64, end: int64, text: string, score: double>>" in schemas.pop()
+
+
 def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path):
     art = shared("classify")[1]
     rng = np.random.default_rng(1)
     texts = [" ".join(rng.choice(TEXTS, rng.integers(1, 4))) for _ in range(3000)]
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": f"doc-{i}", "text": t, "n": i}) + "\n" for i, t in enumerate(texts)))
+    # input columns come back as given: "007"-like ids and ISO dates stay strings
+    src.write_text("".join(json.dumps({"id": f"{i:07d}", "text": t, "n": i, "day": "2024-01-02"}) + "\n"
+                           for i, t in enumerate(texts)))
     result = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "out"),
                                        "--num-cpus", "2", "--actors", "2", "--target", "onnx-fp32", "--json"])
     assert result.exit_code == 0, result.output
@@ -109,7 +121,7 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
     expected = readout_sdk.load(art, target="onnx-fp32").classify(texts)
     for r in rows:
         e = expected[r["n"]]
-        assert r["id"] == f"doc-{r['n']}" and r["text"] == texts[r["n"]]
+        assert r["id"] == f"{r['n']:07d}" and r["text"] == texts[r["n"]] and r["day"] == "2024-01-02"
         assert r["label"] == e.label and r["scores"] == pytest.approx(e.scores, abs=1e-6)
 
 
@@ -131,4 +143,61 @@ def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_p
             (x.label, x.start, x.end, x.text) for x in e.entities]
     again = CliRunner().invoke(main, ["encode", str(art), "--input", str(tmp_path / "in.parquet"), "--output",
                                       str(tmp_path / "out"), "--column", "body"])
-    assert again.exit_code == 2 and "not empty" in again.output
+    assert again.exit_code == 2 and "not an empty directory" in again.output
+
+
+def test_a_failed_encode_leaves_no_output_and_names_the_row(shared, tmp_path):
+    art = shared("classify")[1]
+    src = tmp_path / "in.jsonl"
+    rows = [{"id": f"r{i}", "text": TEXTS[i % len(TEXTS)]} for i in range(600)]
+    rows[590]["text"] = "   "  # refused by the SDK (no content tokens), late in the file
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "out"),
+                                       "--num-cpus", "2", "--batch-size", "100", "--target", "onnx-fp32"])
+    assert result.exit_code == 2, result.output
+    message = next(line for line in result.output.splitlines() if line.startswith("error: "))
+    assert message.startswith("error: item ") and "no content tokens" in message and "Failed to apply" not in message
+    start = int(re.search(r"starting at id='r(\d+)'", message).group(1))  # the batch, named by its id
+    assert start <= 590 < start + 100
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial-*"))
+    too_many = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "o2"),
+                                         "--num-cpus", "2", "--actors", "3"])
+    assert too_many.exit_code == 2 and "would wait for them forever" in too_many.output
+    missing = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "o3"),
+                                        "--column", "body"])  # checked before any cluster starts
+    assert missing.exit_code == 2 and "no column 'body'" in missing.output
+
+
+def test_encode_on_a_cluster_given_by_address(shared, tmp_path):
+    """A cluster started apart (`ray start --head`), as a user's would be; encode connects and leaves it running."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from triton_server import free_ports
+
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    (port,) = free_ports(1)
+    started = subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                              "--disable-usage-stats"], capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    try:
+        art = shared("classify")[1]
+        texts = (TEXTS * 30)[:300]
+        src = tmp_path / "in.jsonl"
+        src.write_text("".join(json.dumps({"i": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+        address = f"127.0.0.1:{port}"
+        refused = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "x"),
+                                            "--address", address, "--num-cpus", "2"])
+        assert refused.exit_code == 2 and "a cluster given by --address has its own CPUs" in refused.output
+        result = CliRunner().invoke(main, ["encode", str(art), "--input", str(src), "--output", str(tmp_path / "out"),
+                                           "--address", address, "--target", "onnx-fp32"])
+        assert result.exit_code == 0, result.output
+        rows = pq.read_table(tmp_path / "out").to_pylist()
+        assert sorted(r["i"] for r in rows) == list(range(len(texts)))
+        expected = readout_sdk.load(art, target="onnx-fp32").classify(texts)
+        assert all(r["label"] == expected[r["i"]].label for r in rows)
+        status = subprocess.run([ray_cli, "status", f"--address={address}"], capture_output=True, text=True)
+        assert status.returncode == 0  # the user's cluster is still up: encode only disconnected
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True)

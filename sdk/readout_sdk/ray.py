@@ -2,22 +2,29 @@
 
 Each Ray actor loads the artifact once (verifying it as `readout_sdk.load` does) and appends the
 family's record keys (`readout_sdk.records.OUTPUT_KEYS`: vectors, labels, entities, ...) as new
-columns; every input column (ids, metadata) is kept untouched. A name clash between an input column
-and an output column is refused rather than overwritten; ``prefix`` renames the outputs.
+columns with one fixed Arrow type per key (so every batch, even one with no entities at all, writes
+the same schema); every input column (ids, metadata) is kept untouched. A name clash between an input
+column and an output column is refused rather than overwritten; ``prefix`` renames the outputs.
 
 Needs the ``ray`` extra: ``pip install 'readout-export[ray]'``.
 """
 from __future__ import annotations
 
-import os
+import json
+import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+
+import numpy as np
 
 from readout_sdk.errors import InputRefused
 from readout_sdk.records import FIELDS, OUTPUT_KEYS, predict_records
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
+INPUTS = (".jsonl", ".parquet")
 
 
 def _pyarrow() -> Any:
@@ -26,6 +33,23 @@ def _pyarrow() -> Any:
     except ImportError:
         raise ImportError(f"readout_sdk.ray needs pyarrow and Ray Data: {RAY_EXTRA}") from None
     return pyarrow
+
+
+def output_types(family: str, labels: tuple[str, ...] | None) -> dict[str, Any]:
+    """The Arrow type of each record key of ``family`` (label-keyed dicts become structs in label order)."""
+    pa = _pyarrow()
+    by_label = pa.struct([(lab, pa.float64()) for lab in labels or ()])
+    entity = pa.struct([("label", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("text", pa.string()),
+                        ("score", pa.float64())])
+    types = {"embedding": pa.list_(pa.float32()), "truncated": pa.bool_(), "label": pa.string(),
+             "score": pa.float64(), "labels": pa.list_(pa.string()), "entities": pa.list_(entity),
+             "token_vectors": pa.list_(pa.list_(pa.float32())), "tokens": pa.list_(pa.string()),
+             "indices": pa.list_(pa.int64()), "answer": pa.string(), "start": pa.int64(), "end": pa.int64(),
+             "is_null": pa.bool_(), "index": pa.int64(), "choice": pa.string()}
+    types["scores"] = by_label if family in ("sequence_classification", "multilabel_classification") \
+        else pa.list_(pa.float64())
+    types["values"] = by_label if family == "regression" else pa.list_(pa.float32())
+    return {key: types[key] for key in OUTPUT_KEYS[family]}
 
 
 class Predictor:
@@ -44,36 +68,53 @@ class Predictor:
         family = self.engine.family
         self.columns = resolve_columns(family, columns)
         self.outputs = {key: prefix + key for key in OUTPUT_KEYS[family]}
+        self.types = output_types(family, self.engine.labels)
         self.batch_size = batch_size
+
+    def check(self, column_names: list[str]) -> None:
+        """Refuse inputs whose columns clash with the outputs or lack a field's column."""
+        check_columns(column_names, self.columns, self.outputs)
 
     def __call__(self, batch: Any) -> Any:
         pa = _pyarrow()
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_pandas(batch, preserve_index=False)
-        clash = sorted(set(self.outputs.values()) & set(table.column_names))
-        if clash:
-            raise InputRefused(f"input column(s) {', '.join(clash)} would be overwritten by this model's outputs; "
-                               "rename them or give an output prefix (--prefix / Predictor(prefix=...))")
-        missing = [c for c in self.columns.values() if c not in table.column_names]
-        if missing:
-            raise InputRefused(f"no column {', '.join(map(repr, missing))} in the input (columns: "
-                               f"{', '.join(table.column_names)}); name it with --column / Predictor(columns=...)")
+        self.check(table.column_names)
         data = {field: table.column(col).to_pylist() for field, col in self.columns.items()}
         rows = [dict(zip(data, values)) for values in zip(*data.values())]
-        records = predict_records(self.engine, rows, self.batch_size)
+        try:
+            records = predict_records(self.engine, rows, self.batch_size)
+        except (InputRefused, TypeError) as e:  # name the row by its input columns, not its place in the batch
+            raise InputRefused(f"{e} (in a batch of {len(rows)} rows starting at "
+                               f"{_describe(table.slice(0, 1).to_pylist()[0], self.columns)})") from None
         for key, name in self.outputs.items():
-            table = table.append_column(name, _column(pa, [r[key] for r in records]))
+            values = [_plain(r[key]) for r in records]
+            table = table.append_column(name, pa.array(values, type=self.types[key]))
         return table
 
 
-def _column(pa: Any, values: list[Any]) -> Any:
-    """An Arrow column; vectors stay float32 (Arrow would widen Python floats to float64)."""
-    import numpy as np
+def check_columns(column_names: list[str], columns: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+    """Refuse an input whose columns clash with the outputs' names or lack a field's column."""
+    clash = sorted(set(outputs.values()) & set(column_names))
+    if clash:
+        raise InputRefused(f"input column(s) {', '.join(clash)} would be overwritten by this model's outputs; "
+                           "rename them or give an output prefix (--prefix / Predictor(prefix=...))")
+    missing = [c for c in columns.values() if c not in column_names]
+    if missing:
+        raise InputRefused(f"no column {', '.join(map(repr, missing))} in the input (columns: "
+                           f"{', '.join(column_names)}); name it with --column / Predictor(columns=...)")
 
-    if values and isinstance(values[0], np.ndarray) and values[0].dtype == np.float32:
-        return pa.array([v.tolist() for v in values], type=pa.list_(pa.float32()))
-    if values and isinstance(values[0], list) and values[0] and isinstance(values[0][0], np.ndarray):
-        return pa.array([[row.tolist() for row in v] for v in values], type=pa.list_(pa.list_(pa.float32())))
-    return pa.array([v.tolist() if isinstance(v, np.ndarray) else v for v in values])
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return [v.tolist() for v in value]
+    return value
+
+
+def _describe(row: dict[str, Any], columns: Mapping[str, str]) -> str:
+    others = [(k, v) for k, v in row.items() if k not in columns.values()][:2]
+    return ", ".join(f"{k}={v!r}" for k, v in others) or "the batch's first row"
 
 
 def resolve_columns(family: str, columns: Mapping[str, str] | None) -> dict[str, str]:
@@ -96,49 +137,116 @@ class EncodeResult:
     seconds: float
 
 
+def count_rows(src: Path) -> int:
+    """Rows in a JSON Lines file (non-blank lines) or a Parquet file (its metadata)."""
+    if src.suffix == ".parquet":
+        return int(_pyarrow().parquet.read_metadata(src).num_rows)
+    with open(src, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _json_keys(src: Path, sample: int = 1000) -> dict[str, bool]:
+    """The keys of a JSON Lines file's first rows, each with whether it was seen holding a string."""
+    keys: dict[str, bool] = {}
+    with open(src, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i >= sample:
+                break
+            if line.strip():
+                for k, v in json.loads(line).items():
+                    keys[k] = keys.get(k, False) or isinstance(v, str)
+    return keys
+
+
+def _json_strings(src: Path) -> Any:
+    """Arrow parse options typing every column seen holding JSON strings as string: Arrow would otherwise
+    turn "2024-01-01" into a timestamp (and pandas "007" into 7), and input columns must come back as given."""
+    import pyarrow.json as pj
+
+    pa = _pyarrow()
+    strings = [k for k, is_str in _json_keys(src).items() if is_str]
+    return pj.ParseOptions(explicit_schema=pa.schema([(k, pa.string()) for k in strings]),
+                           unexpected_field_behavior="infer")
+
+
+def _input_columns(src: Path) -> list[str]:
+    """Column names of the input (the Parquet schema, or the keys of the JSON Lines file's first rows)."""
+    if src.suffix == ".parquet":
+        return list(_pyarrow().parquet.read_schema(src).names)
+    return list(_json_keys(src))
+
+
 def encode_file(artifact: str | Path, source: str | Path, output: str | Path, columns: Mapping[str, str] | None = None,
                 prefix: str = "", address: str | None = None, actors: int = 1, cpus_per_actor: float = 1.0,
                 batch_size: int = 256, model_batch_size: int = 32, num_cpus: int | None = None,
                 **load_options: Any) -> EncodeResult:
     """Encode a JSON Lines or Parquet file with Ray Data and write Parquet files into ``output``.
 
-    ``address``: a running Ray cluster (``ray://...`` or ``auto``); without it a local cluster starts
-    (``num_cpus`` CPUs, default all) and stops afterwards. ``actors`` Ray actors each load the artifact
-    once; ``batch_size`` rows go to an actor per call.
+    ``address``: a running Ray cluster (``auto``, ``HOST:PORT``, ``ray://HOST:10001``); without it a local
+    cluster starts (``num_cpus`` CPUs, default all) and stops afterwards. ``actors`` Ray actors each load
+    the artifact once; ``batch_size`` rows go to an actor per call. With a cluster, the artifact, input and
+    output paths must be the same on every node (shared storage). Rows come back in no particular order
+    (keep an id column). Output appears only when complete: files are written to a staging directory
+    beside ``output``, their row count is checked against the input's, then the directory is renamed.
     """
-    import time
-
     try:
         import ray
     except ImportError:
         raise ImportError(f"encoding with Ray needs Ray Data: {RAY_EXTRA}") from None
+    import os
+
     src, out = Path(source), Path(output)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such input file")
-    if src.suffix not in (".jsonl", ".json", ".parquet"):
-        raise InputRefused(f"{src.name}: --input must be a .jsonl or .parquet file")
-    if out.exists() and any(out.iterdir()):
-        raise InputRefused(f"{out}: output directory is not empty (Parquet files would mix with old ones)")
+    if src.suffix not in INPUTS:
+        raise InputRefused(f"{src.name}: --input must be a .jsonl (JSON Lines) or .parquet file")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputRefused(f"{out}: output exists and is not an empty directory (Parquet files would mix with old ones)")
+    if address and num_cpus is not None:
+        raise InputRefused("--num-cpus sizes the local cluster; a cluster given by --address has its own CPUs")
+    if not address and actors * cpus_per_actor > (num_cpus or os.cpu_count() or 1):
+        raise InputRefused(f"{actors} actors x {cpus_per_actor} CPUs exceed the local cluster's "
+                           f"{num_cpus or os.cpu_count()} CPUs: Ray would wait for them forever")
+    from readout_sdk.artifact import open_artifact
+
+    family = open_artifact(artifact, check_graphs=False, graphs=False).family
+    check_columns(_input_columns(src), resolve_columns(family, columns),
+                  {key: prefix + key for key in OUTPUT_KEYS[family]})
+    expected = count_rows(src)
     artifact = str(Path(artifact).resolve())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     started = not ray.is_initialized()
     if started:
-        os.environ.setdefault("RAY_ACCEPT_CLUSTER_RESOURCES", "1")
-        ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
-                 log_to_driver=False, logging_level="ERROR")
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR")
     try:
+        ray.data.DataContext.get_current().raise_original_map_exception = True  # the SDK's refusal, not a wrapper
         t0 = time.perf_counter()
         # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
         ds = (ray.data.read_parquet(str(src), num_cpus=0) if src.suffix == ".parquet"
-              else ray.data.read_json(str(src), lines=True, num_cpus=0))
-        ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size, concurrency=actors,
-                            num_cpus=cpus_per_actor, fn_constructor_args=(artifact,),
+              else ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(src)))
+        ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
+                            compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
+                            fn_constructor_args=(artifact,),
                             fn_constructor_kwargs={"columns": columns, "prefix": prefix,
                                                    "batch_size": model_batch_size, **load_options})
-        ds.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
+        try:
+            ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})
+        except InputRefused as e:  # the actor's refusal (raise_original_map_exception), minus Ray's retry advice
+            raise InputRefused(str(e.args[0] if e.args else e).split("\nFailed to apply UDF")[0]) from None
         seconds = time.perf_counter() - t0
+        files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
+        written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
+        if written != expected:
+            raise RuntimeError(f"{written} rows written for {expected} input rows" + (
+                "; with --address, --output must be storage every node writes to" if address and not files else ""))
+        if out.exists():
+            out.rmdir()
+        staging.rename(out)
     finally:
+        shutil.rmtree(staging, ignore_errors=True)
         if started:
             ray.shutdown()
-    files = tuple(sorted(p.name for p in out.glob("*.parquet")))
-    rows = int(_pyarrow().parquet.ParquetDataset(str(out)).read().num_rows) if files else 0
-    return EncodeResult(rows, out, files, seconds)
+    return EncodeResult(written, out, files, seconds)
+
