@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.http
 
 import readout_sdk
 from corpus import PAIRS, TEXTS
@@ -27,9 +28,9 @@ class Served:
     """`readout-export serve ARTIFACT` in a subprocess; waits until Triton reports the model ready."""
 
     def __init__(self, artifact: Path, log: Path, *extra: str):
-        self.http, self.grpc, metrics = free_ports(3)
+        self.http, self.grpc, self.metrics = free_ports(3)
         self.cmd = [READOUT_EXPORT, "serve", str(artifact), "--name", "m", "--http-port", str(self.http),
-                    "--grpc-port", str(self.grpc), "--metrics-port", str(metrics), "--log-file", str(log), *extra]
+                    "--grpc-port", str(self.grpc), "--metrics-port", str(self.metrics), "--log-file", str(log), *extra]
         self.log = log
 
     def __enter__(self) -> "Served":
@@ -48,6 +49,15 @@ class Served:
                 pass
             time.sleep(0.3)
         raise RuntimeError("serve not ready in 120 s")
+
+    def counters(self) -> dict[str, float]:
+        """Triton's Prometheus counters for model m (requests served, model executions)."""
+        import re
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=10).read().decode()
+        return {m.group(1): float(m.group(2))
+                for m in re.finditer(r'^(nv_inference_\w+)\{model="m",version="1"\} (\S+)$', text, re.M)}
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -101,6 +111,12 @@ def test_concurrent_clients_get_the_sdks_classifications_in_order(shared, tmp_pa
     requests = [{"text": [pool[k] for k in rng.integers(0, len(pool), rng.integers(1, 9))]} for _ in range(60)]
     with Served(art, tmp_path / "triton.log", "--target", "onnx-fp32") as served:
         replies = concurrently(served, requests)
+        counters = served.counters()
+        # Triton's dynamic batcher merged concurrent requests: fewer model executions than requests
+        assert counters["nv_inference_request_success"] == len(requests)
+        assert counters["nv_inference_exec_count"] < len(requests)
+        config = tritonclient.http.InferenceServerClient(f"127.0.0.1:{served.http}").get_model_config("m")
+        assert config["max_batch_size"] == 64 and config["dynamic_batching"]["max_queue_delay_microseconds"] == 2000
         # a request the SDK refuses gets error records; the requests batched with it are untouched
         bad_and_good = concurrently(served, [{"text": ["fine", "   "]}, {"text": ["fine"]}] * 4, clients=8)
         code = served.stop()
@@ -120,8 +136,9 @@ def test_concurrent_clients_get_the_sdks_classifications_in_order(shared, tmp_pa
             assert all("no content tokens" in r["error"] for r in reply)
         else:
             assert reply[0]["label"] == engine.classify(["fine"])[0].label
-    still = subprocess.run(["pgrep", "-f", f"http-port {served.http}"], capture_output=True, text=True).stdout
-    assert not still.strip(), f"tritonserver still running after SIGTERM: {still}"
+    still = subprocess.run(["pgrep", "-af", "tritonserver|triton_python_backend_stub"], capture_output=True,
+                           text=True).stdout
+    assert str(served.http) not in still and "m_0_0" not in still, f"left running after SIGTERM: {still}"
 
 
 def test_pairs_and_real_embeddings_over_grpc_and_http(shared, tmp_path):

@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 import readout_sdk
@@ -79,15 +79,26 @@ def test_configs_parse_with_tritons_protobuf_and_match_the_graph(shared, tmp_pat
 
 
 def test_existing_models_refused_unless_forced_and_bad_targets_named(shared, tmp_path):
-    art = shared("classify")[1]
-    assert write(art, tmp_path / "repo").exit_code == 0
-    again = write(art, tmp_path / "repo")
+    art, other = shared("classify")[1], shared("tag-bert")[1]
+    repo = tmp_path / "repo"
+    assert write(art, repo, "--name", "m").exit_code == 0
+    again = write(other, repo, "--name", "m")
     assert again.exit_code == 2 and "exists; pass --force" in again.output
-    assert write(art, tmp_path / "repo", "--force", "--name", "other").exit_code == 0
-    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == sorted(
-        ["other", "other_graph", *[p.name for p in (tmp_path / "repo").iterdir() if not p.name.startswith("other")]])
+    assert parse(repo / "m" / "config.pbtxt").parameters["readout.abi"].string_value == json.dumps(
+        json.loads((art / "readout.json").read_text())["abi"], sort_keys=True)  # untouched by the refusal
+    assert write(other, repo, "--name", "m", "--force").exit_code == 0  # both models replaced together
+    tagger_abi = json.loads((other / "readout.json").read_text())["abi"]
+    for model in ("m", "m_graph"):
+        assert json.loads(parse(repo / model / "config.pbtxt").parameters["readout.abi"].string_value) == tagger_abi
+    assert sorted(p.name for p in repo.iterdir()) == ["m", "m_graph"]
+    assert not list(tmp_path.glob(".repo.staging-*"))  # staging lives beside the repository and is removed
+    assert oct((repo / "m" / "1" / "model.py").stat().st_mode & 0o777) == "0o644"
+    assert oct((repo / "m_graph").stat().st_mode & 0o777) == "0o755"
     missing = write(art, tmp_path / "r2", "--target", "onnx-int8")
     assert missing.exit_code == 2 and "no target 'onnx-int8'" in missing.output and "onnx-fp32" in missing.output
+    bad_name = write(art, tmp_path / "r3", "--name", "a/b")
+    assert bad_name.exit_code == 2 and "--name 'a/b'" in bad_name.output
+    assert write(art, tmp_path / "r4", "--max-batch-size", "0").exit_code == 2
 
 
 def test_tensorrt_engine_becomes_a_plan_model_with_its_profile(build_artifact, tmp_path):
@@ -113,7 +124,7 @@ def test_tensorrt_engine_becomes_a_plan_model_with_its_profile(build_artifact, t
     assert text.parameters["readout.target"].string_value == "tensorrt-fp16"
     assert text.parameters["readout.batch_size"].string_value == "32"
     too_big = write(art, tmp_path / "r3", "--target", "tensorrt-fp16", "--max-batch-size", "64")
-    assert too_big.exit_code == 2 and "exceeds the engine's profile" in too_big.output
+    assert too_big.exit_code == 2 and "within the engine's profile" in too_big.output
 
 
 def _infer(client_mod, url: str, model: str, fields: dict[str, list[str]]):
@@ -138,6 +149,10 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
         assert write(art, repo, "--name", key).exit_code == 0
         stand_in_graph(repo / f"{key}_graph")
         names[key] = readout_sdk.load(art, target="onnx-fp32")
+    for key in ("cross", "choice"):
+        assert write(shared(key)[1], repo, "--name", key).exit_code == 0
+        stand_in_graph(repo / f"{key}_graph")
+        names[key] = readout_sdk.load(shared(key)[1], target="onnx-fp32")
     texts = TEXTS * 3
     with TritonServer(repo, tmp_path / "server") as server:
         got: dict[int, list] = {}
@@ -177,7 +192,57 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
             assert (rec["answer"], rec["start"], rec["end"]) == (exp.text, exp.start, exp.end)
             assert rec["score"] == pytest.approx(exp.score, rel=1e-5)
 
-        # a request the SDK refuses fails alone, with the SDK's message
-        with pytest.raises(Exception, match="no content tokens"):
-            _infer(http, server.http_url, "classify", {"text": ["fine", "   "]})
-        assert _infer(http, server.http_url, "classify", {"text": ["fine"]})[0]["label"] == engine.classify(["fine"])[0].label
+        q, d = zip(*PAIRS)
+        scored = _infer(grpc, server.grpc_url, "cross", {"query": list(q), "document": list(d)})
+        assert [r["score"] for r in scored] == pytest.approx([e.score for e in names["cross"].score_pairs(PAIRS)],
+                                                             abs=1e-6)
+        options = ["a cat on a mat", "the capital of France", "an unrelated choice"]
+        chosen = _infer(http, server.http_url, "choice", {"question": ["Where is Paris?"],
+                                                          "choices": [json.dumps(options)]})
+        exp = names["choice"].choose("Where is Paris?", options)  # (batch, choices, sequence) through BLS
+        assert (chosen[0]["index"], chosen[0]["scores"]) == (exp.index, pytest.approx(list(exp.scores), abs=1e-6))
+
+        # a request the SDK refuses fails alone, with the SDK's message, while requests batched with it succeed
+        outcomes: dict[int, object] = {}
+
+        def send(i: int) -> None:
+            try:
+                outcomes[i] = _infer(http, server.http_url, "classify", {"text": ["fine", "   "] if i % 3 == 0 else ["fine"]})
+            except Exception as e:  # noqa: BLE001 - checked below
+                outcomes[i] = e
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(9)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, outcome in outcomes.items():
+            if i % 3 == 0:
+                assert isinstance(outcome, Exception) and "no content tokens" in str(outcome)
+            else:
+                assert outcome[0]["label"] == engine.classify(["fine"])[0].label
+
+
+def test_text_model_refuses_a_foreign_graph_and_checks_the_profile(shared, tmp_path, monkeypatch):
+    """The generated Python model's own checks, run outside Triton with a stand-in for its utility module."""
+    import sys
+    import types
+
+    from readout_sdk.errors import InputRefused
+    from readout_sdk.triton_model import BlsRunner, TritonPythonModel
+
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", types.SimpleNamespace())
+    repo = tmp_path / "repo"
+    assert write(shared("classify")[1], repo, "--name", "m").exit_code == 0
+    config = json_format.MessageToJson(parse(repo / "m" / "config.pbtxt"), preserving_proto_field_name=True)
+    args = {"model_config": config, "model_repository": str(repo / "m"), "model_version": "1"}  # as Triton passes them
+    model = TritonPythonModel()
+    model.initialize(args)
+    assert model.engine.family == "sequence_classification" and model.batch_size == 32
+    assert write(shared("tag-bert")[1], repo, "--name", "other").exit_code == 0
+    (repo / "m_graph" / "config.pbtxt").write_text((repo / "other_graph" / "config.pbtxt").read_text())
+    with pytest.raises(readout_sdk.ArtifactError, match="carries another ABI record"):
+        TritonPythonModel().initialize(args)
+    runner = BlsRunner("g", None, Profile((1, 8, 16), (1, 32, 64)))
+    with pytest.raises(InputRefused, match="sequence 80 is outside this engine's optimization profile"):
+        runner.run(["logits"], {"input_ids": np.zeros((2, 80), np.int64)})

@@ -34,7 +34,8 @@ def _load_kwargs(target: str | None, backend: str, device: str, streams: int | N
 @click.option("--repo", required=True, type=click.Path(file_okay=False), help="Model repository directory to write into.")
 @click.option("--name", help="Model name (default: the artifact's name); the compiled graph is NAME_graph.")
 @click.option("--target", help="ONNX Runtime target or compiled TensorRT engine to serve (default: onnx-fp32).")
-@click.option("--max-batch-size", type=int, help="Graph model's max_batch_size (default: 64, or the engine profile's max).")
+@click.option("--max-batch-size", type=click.IntRange(min=1),
+              help="Graph model's max_batch_size (default: 64, or the engine profile's max).")
 @click.option("--force", is_flag=True, help="Replace models of the same name in the repository.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def triton(artifact: str, repo: str, name: str | None, target: str | None, max_batch_size: int | None, force: bool,
@@ -57,7 +58,8 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
 @click.option("--http-port", default=8000, show_default=True)
 @click.option("--grpc-port", default=8001, show_default=True)
 @click.option("--metrics-port", default=8002, show_default=True)
-@click.option("--max-batch-size", default=64, show_default=True, help="Rows Triton's dynamic batcher may merge.")
+@click.option("--max-batch-size", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Rows Triton's dynamic batcher may merge.")
 @click.option("--max-queue-delay-us", default=2000, show_default=True, help="How long Triton waits to fill a batch.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Triton's log (default: this terminal).")
 @load_options
@@ -73,16 +75,18 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
     """
     import readout_sdk
     from readout_sdk.records import FIELDS
-    from readout_sdk.serve import ServeOptions, model_name, serve_forever, start
+    from readout_sdk.serve import ServeOptions, model_name, run
 
     engine = _run(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams)))
     options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
-    triton_server = _run(debug, False, lambda: start(engine, options, name))
     fields = ", ".join(FIELDS[engine.family])
-    click.echo(f"serving {model_name(engine, name)} ({engine.family}, {engine.target.name} on {engine.backend}) at "
-               f"http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result (JSON)",
-               err=True)
-    serve_forever(triton_server)
+
+    def ready() -> None:
+        click.echo(f"serving {model_name(engine, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
+                   f"at http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result "
+                   "(JSON)", err=True)
+
+    _run(debug, False, lambda: run(engine, options, name, ready))
 
 
 @main.command()
@@ -95,9 +99,11 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--prefix", default="", help="Prefix for the output columns (when an input column has their name).")
 @click.option("--address", help="Ray cluster to use (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--num-cpus", type=int, help="CPUs of the local cluster (default: all).")
-@click.option("--actors", default=1, show_default=True, help="Ray actors, each loading the artifact once.")
+@click.option("--actors", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Ray actors, each loading the artifact once (on one machine, 1 actor uses every core).")
 @click.option("--cpus-per-actor", default=1.0, show_default=True, help="CPUs Ray reserves per actor.")
-@click.option("--batch-size", default=256, show_default=True, help="Rows per actor call.")
+@click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1),
+              help="Rows per actor call (sorted by length within the call).")
 @load_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")

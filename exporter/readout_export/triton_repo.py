@@ -16,6 +16,7 @@ Torch-free: needs the base install and ``tritonclient[grpc]`` (the ``triton`` ex
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from readout_sdk.artifact import ARTIFACT_FILE, Artifact, Target, open_artifact
 from readout_sdk.engine_file import read_engine, write_atomic
 from readout_sdk.profiles import Profile
 from readout_sdk.records import FIELDS
-from readout_sdk.triton_model import ABI_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, README_DIR, TARGET_PARAMETER
+from readout_sdk.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
+                                      README_DIR, TARGET_PARAMETER, abi_sha256)
 
 from readout_export.errors import ReadoutExportError
 
@@ -100,7 +102,10 @@ def graph_config(art: Artifact, target: Target, model: str, max_batch: int) -> A
     if target.profile:
         opt = Profile.from_json(target.profile).batch[1]
         batcher.preferred_batch_size.append(min(opt, max_batch))
-    _parameters(cfg, {ABI_PARAMETER: json.dumps(record, sort_keys=True), TARGET_PARAMETER: target.name})
+    built = {"readout.tensorrt": target.tensorrt or "", "readout.compute_capability": target.compute_capability or "",
+             "readout.gpu": target.gpu or ""} if target.format == "tensorrt" else {}
+    _parameters(cfg, {ABI_PARAMETER: json.dumps(record, sort_keys=True), ABI_SHA_PARAMETER: abi_sha256(record),
+                      TARGET_PARAMETER: target.name, **built})
     return cfg
 
 
@@ -113,8 +118,9 @@ def text_config(art: Artifact, target: Target, model: str, graph: str, max_batch
     cfg.output.add(name="result", data_type=pb.TYPE_STRING, dims=[1])
     cfg.dynamic_batching.max_queue_delay_microseconds = QUEUE_DELAY_US
     cfg.instance_group.add(kind=pb.ModelInstanceGroup.KIND_CPU, count=1)  # tokenization and decoding are CPU work
-    _parameters(cfg, {ABI_PARAMETER: json.dumps(art.record, sort_keys=True), GRAPH_PARAMETER: graph,
-                      TARGET_PARAMETER: target.name, BATCH_PARAMETER: str(min(32, graph_batch))})
+    _parameters(cfg, {ABI_PARAMETER: json.dumps(art.record, sort_keys=True), ABI_SHA_PARAMETER: abi_sha256(art.record),
+                      GRAPH_PARAMETER: graph, TARGET_PARAMETER: target.name, BATCH_PARAMETER: str(min(32, graph_batch)),
+                      PROFILE_PARAMETER: json.dumps(target.profile) if target.profile else ""})
     return cfg
 
 
@@ -126,17 +132,24 @@ def _parameters(cfg: Any, values: dict[str, str]) -> None:
 def write_repository(artifact: str | Path, repo: str | Path, name: str | None = None, target: str | None = None,
                      max_batch_size: int | None = None, force: bool = False) -> TritonRepo:
     """Write the two-model repository for ``artifact`` into ``repo`` (created; existing models refused
-    unless ``force``). Each model directory is assembled beside its place and renamed in, so a failure
-    leaves no half-written model that Triton would try to load."""
+    unless ``force``). Both models are assembled in a staging directory beside the repository (never
+    inside it, where Triton would try to load them) and then renamed in together, so a failure leaves
+    neither a half-written model nor a new graph beside an old text model."""
     art = open_artifact(artifact)
     picked = pick_target(art, target)
-    pb, text_format = _pb()
-    name = name or art.record["name"]
+    _, text_format = _pb()
+    name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", art.record["name"])
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise TritonRepoError(f"--name {name!r}: a Triton model name here is letters, digits, '_', '.' and '-'")
     graph = f"{name}_graph"
     profile = Profile.from_json(picked.profile) if picked.profile else None
+    if profile and profile.batch[0] > 1:
+        raise TritonRepoError(f"the engine's profile starts at batch {profile.batch[0]}; Triton's dynamic batcher "
+                              "sends batches from 1: compile with a profile whose batch minimum is 1")
     max_batch = max_batch_size or (profile.batch[2] if profile else DEFAULT_MAX_BATCH)
-    if profile and max_batch > profile.batch[2]:
-        raise TritonRepoError(f"--max-batch-size {max_batch} exceeds the engine's profile ({profile.describe()})")
+    if max_batch < 1 or (profile and max_batch > profile.batch[2]):
+        raise TritonRepoError(f"--max-batch-size {max_batch} must be at least 1"
+                              + (f" and within the engine's profile ({profile.describe()})" if profile else ""))
     root = Path(repo)
     root.mkdir(parents=True, exist_ok=True)
     for model in (name, graph):
@@ -156,22 +169,43 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
         for f in (ARTIFACT_FILE, art.tokenizer_file):
             shutil.copyfile(art.path / f, readout / f)
 
-    _place(root, graph, graph_config(art, picked, graph, max_batch), graph_files, text_format)
-    _place(root, name, text_config(art, picked, name, graph, DEFAULT_MAX_BATCH, max_batch), text_files,
-           text_format)
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.staging-", dir=root.parent))
+    try:
+        _assemble(staging / graph, graph_config(art, picked, graph, max_batch), graph_files, text_format)
+        _assemble(staging / name, text_config(art, picked, name, graph, DEFAULT_MAX_BATCH, max_batch), text_files,
+                  text_format)
+        _swap_in(staging, root, (graph, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return TritonRepo(root, name, graph, "tensorrt_plan" if picked.format == "tensorrt" else "onnxruntime_onnx",
                       picked.name, max_batch)
 
 
-def _place(root: Path, model: str, cfg: Any, fill: Any, text_format: Any) -> None:
-    staging = Path(tempfile.mkdtemp(prefix=f".{model}.", dir=root))
+def _assemble(model_dir: Path, cfg: Any, fill: Any, text_format: Any) -> None:
+    (model_dir / "1").mkdir(parents=True)
+    fill(model_dir / "1")
+    (model_dir / "config.pbtxt").write_text(text_format.MessageToString(cfg), encoding="utf-8")
+    for path in [model_dir, *model_dir.rglob("*")]:  # readable by a Triton running as another user
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _swap_in(staging: Path, root: Path, models: tuple[str, ...]) -> None:
+    """Move old models aside, rename the new ones in, then drop the old ones (restored on failure)."""
+    old = staging / ".old"
+    old.mkdir()
+    moved: list[str] = []
+    placed: list[str] = []
     try:
-        (staging / "1").mkdir()
-        fill(staging / "1")
-        (staging / "config.pbtxt").write_text(text_format.MessageToString(cfg), encoding="utf-8")
-        if (root / model).exists():
-            shutil.rmtree(root / model)
-        staging.rename(root / model)
+        for m in models:
+            if (root / m).exists():
+                (root / m).rename(old / m)
+                moved.append(m)
+        for m in models:
+            (staging / m).rename(root / m)
+            placed.append(m)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        for m in placed:
+            shutil.rmtree(root / m, ignore_errors=True)
+        for m in moved:
+            (old / m).rename(root / m)
         raise

@@ -91,25 +91,37 @@ def start(engine: Any, options: ServeOptions = ServeOptions(), name: str | None 
                 strict=True)
     try:
         triton.run()
-    except Exception:
+    except BaseException:  # KeyboardInterrupt included: never leave a server behind
         triton.stop()
         raise
     return triton
 
 
-def serve_forever(triton: Any) -> None:
-    """Block until SIGINT or SIGTERM, then stop Triton (its workspace and shared memory are cleaned up).
+def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = None,
+        on_ready: Callable[[], None] | None = None, batch_size: int = 32) -> None:
+    """Start Triton with ``engine``, call ``on_ready``, and serve until SIGINT or SIGTERM; then stop Triton
+    (its workspace and shared memory are cleaned up).
 
-    Both signals are set here: a process started in the background inherits SIGINT ignored, and
-    service managers and containers stop with SIGTERM."""
+    The handlers are set before Triton starts (a signal during start-up still cleans up), for both signals
+    (a process started in the background inherits SIGINT ignored; service managers and containers send
+    SIGTERM), and further signals are ignored while stopping so the cleanup is not cut short."""
     import signal
 
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
+    triton = None
     try:
+        triton = start(engine, options, name, batch_size)
+        if on_ready is not None:
+            on_ready()
         triton.serve()
+    except KeyboardInterrupt:
+        pass
     finally:
-        triton.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        if triton is not None:
+            triton.stop()

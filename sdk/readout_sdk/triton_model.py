@@ -13,19 +13,36 @@ installed in that Python environment.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
+from readout_sdk.profiles import Profile
 from readout_sdk.records import FIELDS, predict_groups, to_json
 
 ABI_PARAMETER = "readout.abi"
 GRAPH_PARAMETER = "readout.graph_model"
 TARGET_PARAMETER = "readout.target"
 BATCH_PARAMETER = "readout.batch_size"  # the SDK's batches must fit the graph model's max_batch_size
+ABI_SHA_PARAMETER = "readout.abi_sha256"  # in both configs: the text model checks its graph model carries the same
+PROFILE_PARAMETER = "readout.profile"  # a TensorRT graph's optimization profile, checked before each BLS call
+
+
+def abi_sha256(record: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON (sorted keys), as both generated configs carry it."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def graph_abi_sha256(config_text: str) -> str | None:
+    """The ``readout.abi_sha256`` parameter of a config.pbtxt, read without protobuf (absent from the
+    Python backend's environment)."""
+    m = re.search(r'key:\s*"readout\.abi_sha256"\s*value\s*\{\s*string_value:\s*"([0-9a-f]{64})"', config_text)
+    return m.group(1) if m else None
 README_DIR = "readout"
 
 
@@ -35,8 +52,9 @@ class BlsRunner:
     backend = "triton"
     streams = 1
 
-    def __init__(self, graph_model: str, pb_utils: Any):
+    def __init__(self, graph_model: str, pb_utils: Any, profile: Profile | None = None):
         self.graph_model = graph_model
+        self.profile = profile
         self.providers = (graph_model,)
         self.device = "triton"
         self.execution = {"graph_model": graph_model}
@@ -44,6 +62,8 @@ class BlsRunner:
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         pb = self._pb
+        if self.profile is not None:  # refused here by name, not as a failure inside the engine
+            self.profile.check(tuple(feed["input_ids"].shape))
         request = pb.InferenceRequest(model_name=self.graph_model, requested_output_names=list(names),
                                       inputs=[pb.Tensor(k, np.ascontiguousarray(v)) for k, v in feed.items()])
         response = request.exec()
@@ -71,10 +91,15 @@ class TritonPythonModel:
         if target is None:
             raise ArtifactError(f"{config['name']}: config.pbtxt names target {params.get(TARGET_PARAMETER)!r}, "
                                 f"which {root}/readout.json does not list")
+        graph = params[GRAPH_PARAMETER]
+        graph_config = Path(args["model_repository"]).parent / graph / "config.pbtxt"
+        if not graph_config.is_file() or graph_abi_sha256(graph_config.read_text(encoding="utf-8")) != abi_sha256(art.record):
+            raise ArtifactError(f"{config['name']}: graph model {graph} ({graph_config}) is missing or carries another "
+                                "ABI record; write both models with one `readout-export triton` run")
+        profile = Profile.from_json(json.loads(params[PROFILE_PARAMETER])) if params.get(PROFILE_PARAMETER) else None
         self.fields = FIELDS[art.family]
         self.batch_size = int(params.get(BATCH_PARAMETER, "32"))
-        self.engine = Engine(art, BlsRunner(params[GRAPH_PARAMETER], pb_utils), target,
-                             "served by Triton through " + params[GRAPH_PARAMETER])
+        self.engine = Engine(art, BlsRunner(graph, pb_utils, profile), target, "served by Triton through " + graph)
 
     def execute(self, requests: list[Any]) -> list[Any]:
         pb = self._pb
