@@ -201,3 +201,14 @@ def test_encode_on_a_cluster_given_by_address(shared, tmp_path):
         assert status.returncode == 0  # the user's cluster is still up: encode only disconnected
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True)
+
+
+def test_threads_bound_each_runtime_so_actors_do_not_oversubscribe(shared):
+    """Predictor gives load() the CPUs Ray assigned its actor; load(threads=N) must hold both runtimes to N."""
+    from readout_sdk.ray import _assigned_cpus
+
+    art = shared("classify")[1]
+    assert _assigned_cpus() is None  # outside a Ray worker: the runtime's own default (every CPU)
+    assert readout_sdk.load(art, target="onnx-fp32", backend="onnxruntime", threads=1).execution["intra_op_threads"] == 1
+    ov = readout_sdk.load(art, target="onnx-fp32", backend="openvino", threads=1)
+    assert int(ov._runner.compiled.get_property("INFERENCE_NUM_THREADS")) == 1

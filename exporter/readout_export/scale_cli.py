@@ -19,14 +19,17 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--backend", default="auto", show_default=True,
                      type=click.Choice(["auto", "onnxruntime", "openvino", "tensorrt"])),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
-        click.option("--streams", type=int, help="Batches run at once (default: the backend's choice)."),
+        click.option("--streams", type=click.IntRange(min=1), help="Batches run at once (default: the backend's choice)."),
+        click.option("--threads", type=click.IntRange(min=1),
+                     help="CPU threads in all (default: every CPU; Ray actors: the CPUs Ray assigns them)."),
     ]):
         fn = option(fn)
     return fn
 
 
-def _load_kwargs(target: str | None, backend: str, device: str, streams: int | None) -> dict[str, Any]:
-    return {"target": target, "backend": backend, "device": device, "streams": streams}
+def _load_kwargs(target: str | None, backend: str, device: str, streams: int | None,
+                 threads: int | None) -> dict[str, Any]:
+    return {"target": target, "backend": backend, "device": device, "streams": streams, "threads": threads}
 
 
 @main.command()
@@ -66,7 +69,7 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
           max_batch_size: int, max_queue_delay_us: int, log_file: str | None, target: str | None, backend: str,
-          device: str, streams: int | None, debug: bool) -> None:
+          device: str, streams: int | None, threads: int | None, debug: bool) -> None:
     """Serve ARTIFACT with Triton Inference Server (PyTriton) until interrupted.
 
     Clients use tritonclient (HTTP or gRPC): BYTES inputs named after the family's fields (text; query and
@@ -77,7 +80,7 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
     from readout_sdk.records import FIELDS
     from readout_sdk.serve import ServeOptions, model_name, run
 
-    engine = _run(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams)))
+    engine = _run(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
     options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
     fields = ", ".join(FIELDS[engine.family])
 
@@ -109,7 +112,7 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, address: str | None,
            num_cpus: int | None, actors: int, cpus_per_actor: float, batch_size: int, target: str | None,
-           backend: str, device: str, streams: int | None, as_json: bool, debug: bool) -> None:
+           backend: str, device: str, streams: int | None, threads: int | None, as_json: bool, debug: bool) -> None:
     """Encode a JSONL or Parquet file with ARTIFACT on Ray Data; write Parquet files (every input column
     kept, the typed outputs appended: vectors, labels, entities...)."""
     from readout_sdk.ray import encode_file
@@ -117,7 +120,7 @@ def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], pr
     mapping = _column_mapping(columns)
     result = _run(debug, as_json, lambda: encode_file(
         artifact, source, output, mapping, prefix, address, actors, cpus_per_actor, batch_size,
-        num_cpus=num_cpus, **_load_kwargs(target, backend, device, streams)))
+        num_cpus=num_cpus, **_load_kwargs(target, backend, device, streams, threads)))
     if as_json:
         click.echo(json.dumps({"ok": True, "rows": result.rows, "output": str(result.output),
                                "files": list(result.files), "seconds": round(result.seconds, 3)}))

@@ -38,7 +38,7 @@ CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large i
 
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
          streams: int | None = None, max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
-         target: str | None = None) -> "Engine":
+         target: str | None = None, threads: int | None = None) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
@@ -48,6 +48,8 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     ``target`` names one target exactly (e.g. ``"onnx-int8-openvino"``, see ``readout-export inspect``).
     ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
     ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
+    ``threads``: CPU threads the runtime may use in all (default: every CPU this process may run on); set
+    it when several engines share a machine (Ray actors, server instances) so they do not oversubscribe.
     Before anything runs, the ABI major version, every file's sha256 and the graph's embedded record
     are checked.
     """
@@ -57,23 +59,24 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     choice = choose(art.targets, precision, device, backend, measured, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
-            return _load_with(art, choice, device, streams, max_batch_tokens)
+            return _load_with(art, choice, device, streams, max_batch_tokens, threads)
         except DeviceUnavailable as e:
             fallback = choose(art.targets, precision, device, "onnxruntime", None, None)
             choice = type(fallback)(fallback.target, fallback.backend,
                                     f"the TensorRT engine cannot run here ({e}); fell back")
-    return _load_with(art, choice, device, streams, max_batch_tokens)
+    return _load_with(art, choice, device, streams, max_batch_tokens, threads)
 
 
-def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int) -> "Engine":
+def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int,
+               threads: int | None = None) -> "Engine":
     picked = choice.target
     if choice.backend == "openvino":
-        runner: Any = OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams)
+        runner: Any = OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams, threads)
     elif choice.backend == "tensorrt":
         runner = TensorRTRunner(art.path / picked.file, art.record, str(art.path))
     else:
         cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / picked.sha256[:16]
-        runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1)
+        runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1, threads)
         if device == "cuda" and runner.device == "cpu":
             raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
                                     "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")

@@ -64,6 +64,8 @@ class Predictor:
                  batch_size: int = 32, **load_options: Any):
         from readout_sdk.engine import load
 
+        if load_options.get("threads") is None:  # as many runtime threads as Ray gave this actor CPUs
+            load_options["threads"] = _assigned_cpus()
         self.engine = load(artifact, **load_options)
         family = self.engine.family
         self.columns = resolve_columns(family, columns)
@@ -90,6 +92,18 @@ class Predictor:
             values = [_plain(r[key]) for r in records]
             table = table.append_column(name, pa.array(values, type=self.types[key]))
         return table
+
+
+def _assigned_cpus() -> int | None:
+    """Whole CPUs Ray assigned to this actor, or None outside a Ray worker."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    if not ray.is_initialized():
+        return None
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    return max(1, int(cpus)) if cpus else None
 
 
 def check_columns(column_names: list[str], columns: Mapping[str, str], outputs: Mapping[str, str]) -> None:

@@ -33,13 +33,13 @@ class OrtRunner:
 
     backend = "onnxruntime"
 
-    def __init__(self, path: Path, providers: list[Any], streams: int = 1):
+    def __init__(self, path: Path, providers: list[Any], streams: int = 1, threads: int | None = None):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.intra_op_num_threads = max(1, physical_cores() // max(1, streams))
+        opts.intra_op_num_threads = max(1, (threads or physical_cores()) // max(1, streams))
         opts.inter_op_num_threads = 1
         opts.enable_cpu_mem_arena = True
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -99,7 +99,7 @@ class OpenVINORunner:
     backend = "openvino"
     device = "cpu"
 
-    def __init__(self, path: Path, inference_precision: str, streams: int | None = None):
+    def __init__(self, path: Path, inference_precision: str, streams: int | None = None, threads: int | None = None):
         core = openvino_core()
         if inference_precision == "bf16" and not cpu_has_bf16(core):
             raise DeviceUnavailable("precision 'bf16' needs a CPU with avx512-bf16 or AMX; this CPU offers "
@@ -108,6 +108,8 @@ class OpenVINORunner:
         config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_PRECISION_HINT": inference_precision}
         if streams:
             config["NUM_STREAMS"] = str(streams)
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = int(threads)
         self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
         self.streams = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._free: queue.SimpleQueue = queue.SimpleQueue()
