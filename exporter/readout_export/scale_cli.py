@@ -104,14 +104,16 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--num-cpus", type=int, help="CPUs of the local cluster (default: all).")
 @click.option("--actors", default=1, show_default=True, type=click.IntRange(min=1),
               help="Ray actors, each loading the artifact once (on one machine, 1 actor uses every core).")
-@click.option("--cpus-per-actor", default=1.0, show_default=True, help="CPUs Ray reserves per actor.")
+@click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True),
+              help="CPUs Ray reserves per actor, and its runtime threads (default: the local cluster's CPUs "
+                   "shared out among the actors; with --address, 1).")
 @click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1),
               help="Rows per actor call (sorted by length within the call).")
 @load_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, address: str | None,
-           num_cpus: int | None, actors: int, cpus_per_actor: float, batch_size: int, target: str | None,
+           num_cpus: int | None, actors: int, cpus_per_actor: float | None, batch_size: int, target: str | None,
            backend: str, device: str, streams: int | None, threads: int | None, as_json: bool, debug: bool) -> None:
     """Encode a JSONL or Parquet file with ARTIFACT on Ray Data; write Parquet files (every input column
     kept, the typed outputs appended: vectors, labels, entities...)."""

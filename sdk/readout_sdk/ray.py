@@ -191,7 +191,7 @@ def _input_columns(src: Path) -> list[str]:
 
 
 def encode_file(artifact: str | Path, source: str | Path, output: str | Path, columns: Mapping[str, str] | None = None,
-                prefix: str = "", address: str | None = None, actors: int = 1, cpus_per_actor: float = 1.0,
+                prefix: str = "", address: str | None = None, actors: int = 1, cpus_per_actor: float | None = None,
                 batch_size: int = 256, model_batch_size: int = 32, num_cpus: int | None = None,
                 **load_options: Any) -> EncodeResult:
     """Encode a JSON Lines or Parquet file with Ray Data and write Parquet files into ``output``.
@@ -218,9 +218,12 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         raise InputRefused(f"{out}: output exists and is not an empty directory (Parquet files would mix with old ones)")
     if address and num_cpus is not None:
         raise InputRefused("--num-cpus sizes the local cluster; a cluster given by --address has its own CPUs")
-    if not address and actors * cpus_per_actor > (num_cpus or os.cpu_count() or 1):
-        raise InputRefused(f"{actors} actors x {cpus_per_actor} CPUs exceed the local cluster's "
-                           f"{num_cpus or os.cpu_count()} CPUs: Ray would wait for them forever")
+    local_cpus = num_cpus or os.cpu_count() or 1
+    if cpus_per_actor is None:  # a local cluster is shared out among the actors; a remote one gives 1 each
+        cpus_per_actor = 1.0 if address else float(max(1, local_cpus // actors))
+    if not address and actors * cpus_per_actor > local_cpus:
+        raise InputRefused(f"{actors} actors x {cpus_per_actor:g} CPUs exceed the local cluster's {local_cpus} CPUs: "
+                           "Ray would wait for them forever")
     from readout_sdk.artifact import open_artifact
 
     family = open_artifact(artifact, check_graphs=False, graphs=False).family
