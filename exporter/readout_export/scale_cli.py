@@ -105,8 +105,8 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--actors", default=1, show_default=True, type=click.IntRange(min=1),
               help="Ray actors, each loading the artifact once (on one machine, 1 actor uses every core).")
 @click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True),
-              help="CPUs Ray reserves per actor, and its runtime threads (default: the local cluster's CPUs "
-                   "shared out among the actors; with --address, 1).")
+              help="CPUs Ray reserves per actor (default 1). Runtime threads: on a local cluster its CPUs shared "
+                   "out among the actors, with --address the reserved CPUs (or --threads).")
 @click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1),
               help="Rows per actor call (sorted by length within the call).")
 @load_options

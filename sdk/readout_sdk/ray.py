@@ -219,8 +219,11 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
     if address and num_cpus is not None:
         raise InputRefused("--num-cpus sizes the local cluster; a cluster given by --address has its own CPUs")
     local_cpus = num_cpus or os.cpu_count() or 1
-    if cpus_per_actor is None:  # a local cluster is shared out among the actors; a remote one gives 1 each
-        cpus_per_actor = 1.0 if address else float(max(1, local_cpus // actors))
+    cpus_per_actor = 1.0 if cpus_per_actor is None else cpus_per_actor
+    if not address and load_options.get("threads") is None:
+        # the local machine's cores are shared out among the actors as runtime threads, while each actor
+        # reserves only its CPUs: reserving every CPU for the actors starves Ray Data's own tasks (a hang)
+        load_options["threads"] = max(1, local_cpus // actors)
     if not address and actors * cpus_per_actor > local_cpus:
         raise InputRefused(f"{actors} actors x {cpus_per_actor:g} CPUs exceed the local cluster's {local_cpus} CPUs: "
                            "Ray would wait for them forever")
