@@ -116,7 +116,9 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output.strip().splitlines()[-1])
     assert summary["rows"] == 3000
-    rows = pq.read_table(tmp_path / "out").to_pylist()
+    written = pq.read_table(tmp_path / "out")
+    assert written.column_names == ["id", "text", "n", "day", "label", "score", "scores", "truncated"]
+    rows = written.to_pylist()
     assert sorted(r["n"] for r in rows) == list(range(3000))  # every row once
     expected = readout_sdk.load(art, target="onnx-fp32").classify(texts)
     for r in rows:

@@ -244,8 +244,14 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         ray.data.DataContext.get_current().raise_original_map_exception = True  # the SDK's refusal, not a wrapper
         t0 = time.perf_counter()
         # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
-        ds = (ray.data.read_parquet(str(src), num_cpus=0) if src.suffix == ".parquet"
-              else ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(src)))
+        if src.suffix == ".parquet":
+            ds = ray.data.read_parquet(str(src), num_cpus=0)
+        else:
+            ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(src))
+            names, first = ds.schema().names, _input_columns(src)  # explicitly typed columns come first: restore
+            order = [n for n in first if n in names] + [n for n in names if n not in first]
+            if order != names:
+                ds = ds.select_columns(order)
         ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
                             compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
                             fn_constructor_args=(artifact,),
