@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from readout_sdk.errors import InputRefused
-from readout_sdk.records import FIELDS, OUTPUT_KEYS, predict_records
+from readout_sdk.records import FIELDS, OUTPUT_KEYS, plain, predict_records
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
 INPUTS = (".jsonl", ".parquet")
@@ -89,7 +87,7 @@ class Predictor:
             raise InputRefused(f"{e} (in a batch of {len(rows)} rows starting at "
                                f"{_describe(table.slice(0, 1).to_pylist()[0], self.columns)})") from None
         for key, name in self.outputs.items():
-            values = [_plain(r[key]) for r in records]
+            values = [plain(r[key]) for r in records]
             table = table.append_column(name, pa.array(values, type=self.types[key]))
         return table
 
@@ -116,14 +114,6 @@ def check_columns(column_names: list[str], columns: Mapping[str, str], outputs: 
     if missing:
         raise InputRefused(f"no column {', '.join(map(repr, missing))} in the input (columns: "
                            f"{', '.join(column_names)}); name it with --column / Predictor(columns=...)")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
-        return [v.tolist() for v in value]
-    return value
 
 
 def _describe(row: dict[str, Any], columns: Mapping[str, str]) -> str:

@@ -39,36 +39,24 @@ OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def fields(family: str) -> tuple[str, ...]:
-    """The input fields of a request row for ``family``."""
-    return FIELDS[family]
-
-
 def predict_records(engine: Any, rows: Sequence[Mapping[str, Any]], batch_size: int = 32) -> list[dict[str, Any]]:
     """Run ``rows`` (each a mapping of the family's :data:`FIELDS`) and return one record per row, in order.
 
-    Batch families go through the engine's sorted batching in one call; QA and multiple choice are
-    per-row calls (each question has its own windows or choices).
+    Text and pair families go through the engine's sorted batching in one call; QA and multiple choice
+    are per-row calls (each question has its own windows or choices).
     """
     family = engine.family
     need = FIELDS[family]
     values = [[_field(i, row, name, need) for name in need] for i, row in enumerate(rows)]
-    if family == "embedding":
-        emb: Embeddings = engine.embed([v[0] for v in values], batch_size=batch_size)
-        return [{"embedding": vec, "truncated": cut} for vec, cut in zip(emb.vectors, emb.truncated)]
-    if family in ("sequence_classification", "multilabel_classification", "regression"):
-        return [record(r) for r in engine.classify([v[0] for v in values], batch_size=batch_size)]
-    if family == "token_classification":
-        return [record(r) for r in engine.tag([v[0] for v in values], batch_size=batch_size)]
-    if family == "late_interaction":
-        return [record(r) for r in engine.encode_tokens([v[0] for v in values], batch_size=batch_size)]
-    if family == "sparse":
-        return [record(r) for r in engine.sparse_encode([v[0] for v in values], batch_size=batch_size)]
-    if family == "cross_encoder":
-        return [record(r) for r in engine.score_pairs([(q, d) for q, d in values], batch_size=batch_size)]
     if family == "extractive_qa":
         return [record(engine.answer(q, c, batch_size=batch_size)) for q, c in values]
-    return [record(engine.choose(q, _choices(i, c))) for i, (q, c) in enumerate(values)]
+    if family == "multiple_choice":
+        return [record(engine.choose(q, _choices(i, c))) for i, (q, c) in enumerate(values)]
+    if family == "embedding":  # one Embeddings for the batch: a record per vector
+        emb: Embeddings = engine.embed([v[0] for v in values], batch_size=batch_size)
+        return [{"embedding": vec, "truncated": cut} for vec, cut in zip(emb.vectors, emb.truncated)]
+    items = [tuple(v) for v in values] if len(need) == 2 else [v[0] for v in values]
+    return [record(r) for r in engine.predict(items, batch_size=batch_size)]
 
 
 def predict_groups(engine: Any, groups: Sequence[Sequence[Mapping[str, Any]]],
@@ -82,9 +70,9 @@ def predict_groups(engine: Any, groups: Sequence[Sequence[Mapping[str, Any]]],
     flat = [row for group in groups for row in group]
     try:
         records = predict_records(engine, flat, batch_size)
-    except (InputRefused, TypeError, ValueError):
+    except (InputRefused, TypeError, ValueError) as e:
         if len(groups) == 1:
-            return [_refusal(engine, groups[0], batch_size)]
+            return [e]
         return [_refusal(engine, group, batch_size) for group in groups]
     out: list[list[dict[str, Any]] | Exception] = []
     for group in groups:
@@ -128,17 +116,35 @@ def record(result: Any) -> dict[str, Any]:
     raise TypeError(f"no record shape for {type(result).__name__}")
 
 
+def rows_from_columns(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One request's per-field columns (Triton BYTES tensors, ``[n]`` or ``[n, 1]``) as ``n`` rows; a
+    field whose column is shorter (or absent) is missing from the rows it lacks, and refused by name."""
+    flat = {f: np.asarray(c).reshape(-1) for f, c in columns.items()}
+    n = max((len(c) for c in flat.values()), default=0)
+    return [{f: c[i] for f, c in flat.items() if i < len(c)} for i in range(n)]
+
+
+def json_column(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Records as a Triton BYTES tensor ``[n, 1]`` of UTF-8 JSON."""
+    return np.array([[to_json(r).encode("utf-8")] for r in records], dtype=object).reshape(len(records), 1)
+
+
 def to_json(rec: Mapping[str, Any]) -> str:
-    """A record as compact JSON (numpy arrays become lists of numbers)."""
-    return json.dumps(rec, default=_plain, separators=(",", ":"), allow_nan=False)
+    """A record as compact JSON."""
+    return json.dumps(plain(rec), separators=(",", ":"), allow_nan=False)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars turned into Python lists and numbers, at any depth."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
 
 
 def _field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:

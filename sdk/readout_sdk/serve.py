@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from readout_sdk.records import FIELDS, predict_groups, to_json
+from readout_sdk.records import FIELDS, json_column, predict_groups, rows_from_columns
 
 SERVE_EXTRA = "pip install 'readout-export[serve]'"
 
@@ -48,16 +48,11 @@ def infer_function(engine: Any, batch_size: int = 32) -> Callable[[list[Any]], l
     need = FIELDS[engine.family]
 
     def infer(requests: list[Any]) -> list[dict[str, np.ndarray]]:
-        groups = []
-        for request in requests:
-            columns = {f: np.asarray(request[f]).reshape(-1) for f in need if f in request}
-            n = max((len(c) for c in columns.values()), default=0)
-            groups.append([{f: columns[f][i] for f in columns} for i in range(n)])
+        groups = [rows_from_columns({f: request[f] for f in need if f in request}) for request in requests]
         replies = []
         for group, result in zip(groups, predict_groups(engine, groups, batch_size)):
-            texts = ([to_json({"error": str(result)})] * len(group) if isinstance(result, Exception)
-                     else [to_json(r) for r in result])
-            replies.append({"result": np.array([[t.encode("utf-8")] for t in texts], dtype=object)})
+            records = [{"error": str(result)}] * len(group) if isinstance(result, Exception) else result
+            replies.append({"result": json_column(records)})
         return replies
 
     return infer

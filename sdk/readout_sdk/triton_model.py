@@ -23,7 +23,7 @@ import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
 from readout_sdk.profiles import Profile
-from readout_sdk.records import FIELDS, predict_groups, to_json
+from readout_sdk.records import FIELDS, json_column, predict_groups, rows_from_columns
 
 ABI_PARAMETER = "readout.abi"
 GRAPH_PARAMETER = "readout.graph_model"
@@ -105,19 +105,14 @@ class TritonPythonModel:
         pb = self._pb
         groups = []
         for request in requests:
-            columns = {}
-            for f in self.fields:
-                tensor = pb.get_input_tensor_by_name(request, f)
-                columns[f] = tensor.as_numpy().reshape(-1) if tensor is not None else np.array([], dtype=object)
-            n = max(len(c) for c in columns.values())
-            groups.append([{f: c[i] for f, c in columns.items() if i < len(c)} for i in range(n)])
+            tensors = {f: pb.get_input_tensor_by_name(request, f) for f in self.fields}
+            groups.append(rows_from_columns({f: t.as_numpy() for f, t in tensors.items() if t is not None}))
         responses = []
         for result in predict_groups(self.engine, groups, self.batch_size):
             if isinstance(result, Exception):
                 responses.append(pb.InferenceResponse(output_tensors=[], error=pb.TritonError(str(result))))
                 continue
-            rows = np.array([[to_json(r).encode("utf-8")] for r in result], dtype=object)
-            responses.append(pb.InferenceResponse(output_tensors=[pb.Tensor("result", rows)]))
+            responses.append(pb.InferenceResponse(output_tensors=[pb.Tensor("result", json_column(result))]))
         return responses
 
     def finalize(self) -> None:
