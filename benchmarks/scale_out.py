@@ -23,57 +23,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the bundled-tritonserver launcher the tests use
 
 
-def clients_run(url_kind: str, url: str, model: str, requests: list[list[str]], clients: int) -> float:
-    """Seconds for ``clients`` threads to send every request (each waits for its reply before the next)."""
-    import tritonclient.grpc as grpc
-    import tritonclient.http as http
+def clients_run(url: str, model: str, requests: list[list[str]], clients: int) -> float:
+    """Seconds for ``clients`` gRPC client threads to send every request (each waits for its reply)."""
+    from triton_server import fan_out, infer
 
-    mod = grpc if url_kind == "grpc" else http
-    done: list[int] = []
+    def client(c: int) -> int:
+        return sum(len(infer(url, model, {"text": requests[i]}, "grpc")) for i in range(c, len(requests), clients))
 
-    def worker(c: int) -> None:
-        client = mod.InferenceServerClient(url)
-        for i in range(c, len(requests), clients):
-            t = mod.InferInput("text", [len(requests[i]), 1], "BYTES")
-            t.set_data_from_numpy(np.array([[s.encode()] for s in requests[i]], dtype=object))
-            out = client.infer(model, [t]).as_numpy("result")
-            done.append(len(out))
-
-    threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = fan_out(client, clients)
     seconds = time.perf_counter() - t0
-    assert sum(done) == sum(map(len, requests)), "rows lost"
+    assert sum(outcomes.values()) == sum(map(len, requests)), f"rows lost or a client failed: {outcomes}"
     return seconds
-
-
-def wait_ready(http_url: str, model: str, process: subprocess.Popen | None = None) -> None:
-    import tritonclient.http as http
-
-    client = http.InferenceServerClient(http_url)
-    for _ in range(600):
-        if process is not None and process.poll() is not None:
-            raise RuntimeError("server exited")
-        try:
-            if client.is_model_ready(model):
-                return
-        except Exception:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("server not ready")
 
 
 def main() -> None:
@@ -86,7 +55,7 @@ def main() -> None:
 
     import readout_sdk
     from readout_parity.corpus import mixed_corpus
-    from triton_server import TritonServer, free_ports, stand_in_graph
+    from triton_server import ServeProcess, TritonServer, stand_in_graph
 
     art = Path(args.artifact)
     texts = mixed_corpus("embedding", args.items, seed=7)
@@ -106,31 +75,21 @@ def main() -> None:
     print(f"sdk: {len(texts) / sdk_s:.1f}/s", flush=True)
     del engine
 
-    http_port, grpc_port, metrics = free_ports(3)
-    serve = subprocess.Popen(["readout-export", "serve", str(art), "--name", "m", "--target", "onnx-fp32",
-                              "--backend", "onnxruntime", "--http-port", str(http_port), "--grpc-port", str(grpc_port),
-                              "--metrics-port", str(metrics), "--log-file", str(work / "serve.log")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(f"127.0.0.1:{http_port}", "m", serve)
-        clients_run("grpc", f"127.0.0.1:{grpc_port}", "m", requests[:8], args.clients)  # warm
-        s = statistics.median(clients_run("grpc", f"127.0.0.1:{grpc_port}", "m", requests, args.clients)
-                              for _ in range(3))
+    with ServeProcess(art, work / "serve.log", "--target", "onnx-fp32", "--backend", "onnxruntime") as served:
+        clients_run(served.url("grpc"), "m", requests[:8], args.clients)  # warm
+        s = statistics.median(clients_run(served.url("grpc"), "m", requests, args.clients) for _ in range(3))
         rows.append({"path": f"readout-export serve (PyTriton), {args.clients} gRPC clients x {args.request_size} texts",
                      "seconds": s})
         print(f"serve: {len(texts) / s:.1f}/s", flush=True)
-    finally:
-        serve.terminate()
-        serve.wait(60)
+        served.stop()
 
     repo = work / "repo"
     subprocess.run(["readout-export", "triton", str(art), "--repo", str(repo), "--name", "m"], check=True,
                    stdout=subprocess.DEVNULL)
     stand_in_graph(repo / "m_graph")
     with TritonServer(repo, work / "server") as server:
-        wait_ready(server.http_url, "m")
-        clients_run("grpc", server.grpc_url, "m", requests[:8], args.clients)
-        s = statistics.median(clients_run("grpc", server.grpc_url, "m", requests, args.clients) for _ in range(3))
+        clients_run(server.grpc_url, "m", requests[:8], args.clients)
+        s = statistics.median(clients_run(server.grpc_url, "m", requests, args.clients) for _ in range(3))
         rows.append({"path": f"readout-export triton repo (graph on Python+ORT stand-in), {args.clients} gRPC clients",
                      "seconds": s})
         print(f"triton repo: {len(texts) / s:.1f}/s", flush=True)

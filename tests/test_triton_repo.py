@@ -10,7 +10,6 @@ Models: SYNTHETIC tiny BERT classifier, token tagger and QA model (tests/synthet
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from corpus import PAIRS, TEXTS
 from readout_export.cli import main
 from readout_sdk.artifact import sha256_file
 from readout_sdk.profiles import Profile
-from triton_server import TritonServer, stand_in_graph
+from triton_server import TritonServer, fan_out, infer, stand_in_graph
 
 ORT_TYPES = {"tensor(int64)": "TYPE_INT64", "tensor(float)": "TYPE_FP32"}
 
@@ -127,21 +126,7 @@ def test_tensorrt_engine_becomes_a_plan_model_with_its_profile(build_artifact, t
     assert too_big.exit_code == 2 and "within the engine's profile" in too_big.output
 
 
-def _infer(client_mod, url: str, model: str, fields: dict[str, list[str]]):
-    client = client_mod.InferenceServerClient(url)
-    inputs = []
-    for name, values in fields.items():
-        t = client_mod.InferInput(name, [len(values), 1], "BYTES")
-        t.set_data_from_numpy(np.array([[v.encode()] for v in values], dtype=object))
-        inputs.append(t)
-    result = client.infer(model, inputs)
-    return [json.loads(r[0]) for r in result.as_numpy("result")]
-
-
 def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
-    import tritonclient.grpc as grpc
-    import tritonclient.http as http
-
     repo = tmp_path / "repo"
     names = {}
     for key in ("classify", "tag-bert", "qa"):
@@ -155,23 +140,12 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
         names[key] = readout_sdk.load(shared(key)[1], target="onnx-fp32")
     texts = TEXTS * 3
     with TritonServer(repo, tmp_path / "server") as server:
-        got: dict[int, list] = {}
-        errors: list[BaseException] = []
+        def client(i: int) -> list[dict]:  # several clients at once, alternating HTTP and gRPC
+            protocol = "http" if i % 2 else "grpc"
+            return infer(server.http_url if i % 2 else server.grpc_url, "classify", {"text": texts[i::4]}, protocol)
 
-        def client(i: int) -> None:  # several clients at once, alternating HTTP and gRPC
-            try:
-                mod, url = (http, server.http_url) if i % 2 else (grpc, server.grpc_url)
-                chunk = texts[i::4]
-                got[i] = _infer(mod, url, "classify", {"text": chunk})
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        got = fan_out(client, 4)
+        assert not [o for o in got.values() if isinstance(o, Exception)], got
         engine = names["classify"]
         for i, records in got.items():
             expected = engine.classify(texts[i::4])
@@ -180,42 +154,31 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
                 assert rec["label"] == exp.label and rec["truncated"] == exp.truncated
                 assert rec["scores"] == pytest.approx(exp.scores, abs=1e-6)
 
-        tagged = _infer(http, server.http_url, "tag-bert", {"text": TEXTS})
+        tagged = infer(server.http_url, "tag-bert", {"text": TEXTS})
         for rec, exp in zip(tagged, names["tag-bert"].tag(TEXTS)):
             assert [(e["label"], e["start"], e["end"], e["text"]) for e in rec["entities"]] == [
                 (e.label, e.start, e.end, e.text) for e in exp.entities]
 
         questions, contexts = zip(*PAIRS)
-        answers = _infer(grpc, server.grpc_url, "qa", {"question": list(questions), "context": list(contexts)})
+        answers = infer(server.grpc_url, "qa", {"question": list(questions), "context": list(contexts)}, "grpc")
         for rec, (q, c) in zip(answers, PAIRS):
             exp = names["qa"].answer(q, c)
             assert (rec["answer"], rec["start"], rec["end"]) == (exp.text, exp.start, exp.end)
             assert rec["score"] == pytest.approx(exp.score, rel=1e-5)
 
         q, d = zip(*PAIRS)
-        scored = _infer(grpc, server.grpc_url, "cross", {"query": list(q), "document": list(d)})
+        scored = infer(server.grpc_url, "cross", {"query": list(q), "document": list(d)}, "grpc")
         assert [r["score"] for r in scored] == pytest.approx([e.score for e in names["cross"].score_pairs(PAIRS)],
                                                              abs=1e-6)
         options = ["a cat on a mat", "the capital of France", "an unrelated choice"]
-        chosen = _infer(http, server.http_url, "choice", {"question": ["Where is Paris?"],
+        chosen = infer(server.http_url, "choice", {"question": ["Where is Paris?"],
                                                           "choices": [json.dumps(options)]})
         exp = names["choice"].choose("Where is Paris?", options)  # (batch, choices, sequence) through BLS
         assert (chosen[0]["index"], chosen[0]["scores"]) == (exp.index, pytest.approx(list(exp.scores), abs=1e-6))
 
         # a request the SDK refuses fails alone, with the SDK's message, while requests batched with it succeed
-        outcomes: dict[int, object] = {}
-
-        def send(i: int) -> None:
-            try:
-                outcomes[i] = _infer(http, server.http_url, "classify", {"text": ["fine", "   "] if i % 3 == 0 else ["fine"]})
-            except Exception as e:  # noqa: BLE001 - checked below
-                outcomes[i] = e
-
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(9)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = fan_out(lambda i: infer(server.http_url, "classify",
+                                           {"text": ["fine", "   "] if i % 3 == 0 else ["fine"]}), 9)
         for i, outcome in outcomes.items():
             if i % 3 == 0:
                 assert isinstance(outcome, Exception) and "no content tokens" in str(outcome)

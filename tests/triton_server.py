@@ -1,4 +1,6 @@
-"""Start the Triton Inference Server that nvidia-pytriton bundles, on loopback, for tests and benchmarks.
+"""Triton on loopback for tests and benchmarks: the server nvidia-pytriton bundles (:class:`TritonServer`),
+`readout-export serve` as a user starts it (:class:`ServeProcess`), and the client side both use
+(:func:`infer`, :func:`wait_ready`, :func:`fan_out`).
 
 PyTriton's wheel ships `tritonserver` with only the Python backend. To run a generated repository here,
 :func:`stand_in_graph` swaps the graph model's backend (ONNX Runtime, not bundled) for a small Python
@@ -7,14 +9,21 @@ batching, BLS and the SDK's Python model are all real; only the graph model's ba
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
 
 STAND_IN = '''
 import numpy as np, onnxruntime as ort, triton_python_backend_utils as pb
@@ -98,21 +107,9 @@ class TritonServer:
         return f"127.0.0.1:{self.grpc_port}"
 
     def __enter__(self) -> "TritonServer":
-        import tritonclient.http as http
-
         self.process = subprocess.Popen(self.cmd, env=self.env, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
-        client = http.InferenceServerClient(self.http_url)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"tritonserver exited ({self.process.returncode}):\n{self.log.read_text()[-4000:]}")
-            try:
-                if client.is_server_ready():
-                    return self
-            except Exception:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"tritonserver not ready in 120 s:\n{self.log.read_text()[-4000:]}")
+        wait_ready(self.http_url, None, self.process, self.log)
+        return self
 
     def __exit__(self, *exc) -> None:
         if self.process and self.process.poll() is None:
@@ -121,3 +118,91 @@ class TritonServer:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+class ServeProcess:
+    """`readout-export serve ARTIFACT --name m` in a subprocess on free ports, ready when Triton says model m is."""
+
+    def __init__(self, artifact: Path, log: Path, *extra: str):
+        self.http, self.grpc, self.metrics = free_ports(3)
+        readout_export = str(Path(sys.executable).parent / "readout-export")
+        self.cmd = [readout_export, "serve", str(artifact), "--name", "m", "--http-port", str(self.http),
+                    "--grpc-port", str(self.grpc), "--metrics-port", str(self.metrics), "--log-file", str(log), *extra]
+        self.log = log
+
+    def __enter__(self) -> "ServeProcess":
+        self.process = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_ready(f"127.0.0.1:{self.http}", "m", self.process, self.log)
+        return self
+
+    def url(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.http if protocol == 'http' else self.grpc}"
+
+    def counters(self) -> dict[str, float]:
+        """Triton's Prometheus counters for model m (requests served, model executions)."""
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=10).read().decode()
+        return {m.group(1): float(m.group(2))
+                for m in re.finditer(r'^(nv_inference_\w+)\{model="m",version="1"\} (\S+)$', text, re.M)}
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60)
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+def wait_ready(http_url: str, model: str | None, process: subprocess.Popen, log: Path | None = None,
+               timeout: float = 120) -> None:
+    """Poll until the server (or ``model`` on it) is ready; fail with the log if the process exits first."""
+    import tritonclient.http as http
+
+    client = http.InferenceServerClient(http_url)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text()[-4000:] if log and log.exists() else ""
+            raise RuntimeError(f"{process.args[0]} exited ({process.returncode}):\n{tail}")
+        try:
+            if client.is_model_ready(model) if model else client.is_server_ready():
+                return
+        except Exception:  # noqa: BLE001 - not listening yet
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"not ready in {timeout:.0f} s")
+
+
+def infer(url: str, model: str, fields: dict[str, list[str]], protocol: str = "http") -> list[dict]:
+    """One request of BYTES fields ``[n, 1]``; the ``result`` records it returns, decoded."""
+    import tritonclient.grpc as grpc
+    import tritonclient.http as http
+
+    mod = http if protocol == "http" else grpc
+    inputs = []
+    for name, values in fields.items():
+        t = mod.InferInput(name, [len(values), 1], "BYTES")
+        t.set_data_from_numpy(np.array([[v.encode("utf-8")] for v in values], dtype=object))
+        inputs.append(t)
+    result = mod.InferenceServerClient(url).infer(model, inputs)
+    return [json.loads(r[0]) for r in result.as_numpy("result")]
+
+
+def fan_out(fn: Callable[[int], Any], count: int) -> dict[int, Any]:
+    """``fn(0..count-1)`` on ``count`` threads at once; each one's result, or the exception it raised."""
+    outcomes: dict[int, Any] = {}
+
+    def run(i: int) -> None:
+        try:
+            outcomes[i] = fn(i)
+        except Exception as e:  # noqa: BLE001 - the caller decides
+            outcomes[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes

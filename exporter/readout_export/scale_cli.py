@@ -78,14 +78,15 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
     """
     import readout_sdk
     from readout_sdk.records import FIELDS
-    from readout_sdk.serve import ServeOptions, model_name, run
+    from readout_sdk.serve import ServeOptions, run
+    from readout_sdk.triton_model import model_name
 
     engine = _run(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
     options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
     fields = ", ".join(FIELDS[engine.family])
 
     def ready() -> None:
-        click.echo(f"serving {model_name(engine, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
+        click.echo(f"serving {model_name(engine.abi, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
                    f"at http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result "
                    "(JSON)", err=True)
 

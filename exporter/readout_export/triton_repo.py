@@ -16,7 +16,6 @@ Torch-free: needs the base install and ``tritonclient[grpc]`` (the ``triton`` ex
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from readout_sdk.engine_file import read_engine, write_atomic
 from readout_sdk.profiles import Profile
 from readout_sdk.records import FIELDS
 from readout_sdk.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
-                                      README_DIR, TARGET_PARAMETER, abi_sha256)
+                                      README_DIR, TARGET_PARAMETER, abi_sha256, model_name)
 
 from readout_export.errors import ReadoutExportError
 
@@ -138,9 +137,7 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
     art = open_artifact(artifact)
     picked = pick_target(art, target)
     _, text_format = _pb()
-    name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", art.record["name"])
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-        raise TritonRepoError(f"--name {name!r}: a Triton model name here is letters, digits, '_', '.' and '-'")
+    name = model_name(art.record, name)
     graph = f"{name}_graph"
     profile = Profile.from_json(picked.profile) if picked.profile else None
     if profile and profile.batch[0] > 1:

@@ -162,22 +162,14 @@ def _json_keys(src: Path, sample: int = 1000) -> dict[str, bool]:
     return keys
 
 
-def _json_strings(src: Path) -> Any:
+def _json_strings(keys: dict[str, bool]) -> Any:
     """Arrow parse options typing every column seen holding JSON strings as string: Arrow would otherwise
     turn "2024-01-01" into a timestamp (and pandas "007" into 7), and input columns must come back as given."""
     import pyarrow.json as pj
 
     pa = _pyarrow()
-    strings = [k for k, is_str in _json_keys(src).items() if is_str]
-    return pj.ParseOptions(explicit_schema=pa.schema([(k, pa.string()) for k in strings]),
+    return pj.ParseOptions(explicit_schema=pa.schema([(k, pa.string()) for k, is_str in keys.items() if is_str]),
                            unexpected_field_behavior="infer")
-
-
-def _input_columns(src: Path) -> list[str]:
-    """Column names of the input (the Parquet schema, or the keys of the JSON Lines file's first rows)."""
-    if src.suffix == ".parquet":
-        return list(_pyarrow().parquet.read_schema(src).names)
-    return list(_json_keys(src))
 
 
 def encode_file(artifact: str | Path, source: str | Path, output: str | Path, columns: Mapping[str, str] | None = None,
@@ -220,7 +212,9 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
     from readout_sdk.artifact import open_artifact
 
     family = open_artifact(artifact, check_graphs=False, graphs=False).family
-    check_columns(_input_columns(src), resolve_columns(family, columns),
+    keys = _json_keys(src) if src.suffix == ".jsonl" else {}  # read once: the columns, and which are strings
+    names_in = list(keys) if src.suffix == ".jsonl" else list(_pyarrow().parquet.read_schema(src).names)
+    check_columns(names_in, resolve_columns(family, columns),
                   {key: prefix + key for key in OUTPUT_KEYS[family]})
     expected = count_rows(src)
     artifact = str(Path(artifact).resolve())
@@ -237,9 +231,9 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         if src.suffix == ".parquet":
             ds = ray.data.read_parquet(str(src), num_cpus=0)
         else:
-            ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(src))
-            names, first = ds.schema().names, _input_columns(src)  # explicitly typed columns come first: restore
-            order = [n for n in first if n in names] + [n for n in names if n not in first]
+            ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(keys))
+            names = ds.schema().names  # explicitly typed columns come first: restore the file's order
+            order = [n for n in keys if n in names] + [n for n in names if n not in keys]
             if order != names:
                 ds = ds.select_columns(order)
         ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,

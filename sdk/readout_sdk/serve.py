@@ -12,7 +12,6 @@ Needs the ``serve`` extra: ``pip install 'readout-export[serve]'`` (nvidia-pytri
 from __future__ import annotations
 
 import os
-import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from readout_sdk.records import FIELDS, json_column, predict_groups, rows_from_columns
+from readout_sdk.triton_model import model_name
 
 SERVE_EXTRA = "pip install 'readout-export[serve]'"
 
@@ -36,11 +36,6 @@ class ServeOptions:
     max_batch_size: int = 64       # rows Triton may merge into one call
     max_queue_delay_us: int = 2000  # how long Triton waits to fill a batch
     log_file: str | None = None
-
-
-def model_name(engine: Any, name: str | None = None) -> str:
-    """The served model's name: ``name`` or the artifact's, made safe for a URL path."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name or engine.abi["name"])
 
 
 def infer_function(engine: Any, batch_size: int = 32) -> Callable[[list[Any]], list[dict[str, np.ndarray]]]:
@@ -78,7 +73,7 @@ def start(engine: Any, options: ServeOptions = ServeOptions(), name: str | None 
                           grpc_port=options.grpc_port, metrics_address=options.host, metrics_port=options.metrics_port,
                           exit_timeout_secs=5, log_file=Path(options.log_file) if options.log_file else None)
     triton = Triton(config=config)
-    triton.bind(model_name=model_name(engine, name), infer_func=infer_function(engine, batch_size),
+    triton.bind(model_name=model_name(engine.abi, name), infer_func=infer_function(engine, batch_size),
                 inputs=[Tensor(name=f, dtype=bytes, shape=(1,)) for f in FIELDS[engine.family]],
                 outputs=[Tensor(name="result", dtype=bytes, shape=(1,))],
                 config=ModelConfig(max_batch_size=options.max_batch_size,

@@ -33,6 +33,16 @@ ABI_SHA_PARAMETER = "readout.abi_sha256"  # in both configs: the text model chec
 PROFILE_PARAMETER = "readout.profile"  # a TensorRT graph's optimization profile, checked before each BLS call
 
 
+def model_name(record: dict[str, Any], given: str | None = None) -> str:
+    """A Triton model name: ``given`` as it is (refused unless letters, digits, '_', '.' and '-'), else the
+    artifact's name with anything else replaced by '_'."""
+    from readout_sdk.errors import InputRefused
+
+    if given is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", given):
+        raise InputRefused(f"--name {given!r}: a Triton model name here is letters, digits, '_', '.' and '-'")
+    return given or re.sub(r"[^A-Za-z0-9_.-]", "_", record["name"])
+
+
 def abi_sha256(record: dict[str, Any]) -> str:
     """sha256 of the record's canonical JSON (sorted keys), as both generated configs carry it."""
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8")).hexdigest()
