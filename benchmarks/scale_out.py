@@ -55,10 +55,11 @@ def main() -> None:
 
     import readout_sdk
     from readout_parity.corpus import mixed_corpus
+    from readout_sdk.families import get
     from triton_server import ServeProcess, TritonServer, stand_in_graph
 
     art = Path(args.artifact)
-    texts = mixed_corpus("embedding", args.items, seed=7)
+    texts = mixed_corpus(get("embedding"), args.items, seed=7)
     requests = [texts[i:i + args.request_size] for i in range(0, len(texts), args.request_size)]
     rows: list[dict] = []
     work = Path(tempfile.mkdtemp(prefix="scale-out-"))

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import synthetic
 from readout_export.cli import main
-from readout_parity import FAIL, NOT_EVALUATED, PASS, run_parity
-from readout_parity.reference import ParityError
+from readout_export.reference import check_parity as run_parity  # eager PyTorch as the reference
+from readout_parity import FAIL, NOT_EVALUATED, PASS, ParityError
 
 WIDTHS = (1, 7)
 
@@ -52,7 +52,7 @@ def test_minilm_fp32_and_int8(shared, tmp_path):
 @pytest.mark.parametrize("key,metrics", [
     ("classify", ["max_abs_error", "argmax_agreement", "topk_agreement"]),
     ("multilabel", ["max_abs_error", "decision_agreement"]),
-    ("regression", ["max_abs_error"]),
+    ("regression", ["max_abs_error", "values_abs_error", "values_scaled_error", "values_rank_correlation"]),
     ("tag-bert", ["max_abs_error", "entity_agreement"]),
     ("qa", ["max_abs_error", "span_agreement"]),
     ("cross", ["max_abs_error", "rank_correlation", "topk_agreement"]),
@@ -61,11 +61,38 @@ def test_minilm_fp32_and_int8(shared, tmp_path):
     ("late", ["max_abs_error", "maxsim_error"]),
 ])
 def test_every_family_passes_at_fp32(shared, key, metrics):
+    from readout_sdk.families import get
+
     report = run_parity(shared(key)[1], widths=WIDTHS)
     checks = by_metric(report)
     for metric in metrics:
         assert checks[metric].decision == PASS, checks[metric]
     assert report.exit_code() == 0 and report.exit_code(strict=True) == 1
+    family = get(report.family)  # every metric measured is one the family declares (what the budgets test walks)
+    measured = {c.metric for c in report.checks if c.metric != "all"} | {m["metric"] for m in report.measurements}
+    assert measured <= set(family.metric_names) | set(family.raw_metric_names), measured
+
+
+def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp_path, monkeypatch):
+    """An int8 regression target used to get zero gated checks and exit 0; now its values are gated, and a
+    target whose metrics have no budget is NOT_EVALUATED, never PASS."""
+    import readout_parity.harness as H
+
+    model = synthetic.make_model("distilbert", "regression", tmp_path / "m", problem_type="regression", num_labels=2)
+    artifact = build_artifact({"model": str(model), "family": "regression", "labels": ["valence", "arousal"],
+                               "targets": [{"format": "onnx", "precision": "fp32"},
+                                           {"format": "onnx", "precision": "int8"}]})
+    report = run_parity(artifact, widths=(7,))
+    int8 = by_metric(report, "onnx-int8")
+    assert {"values_scaled_error", "values_rank_correlation"} <= set(int8)
+    assert all(c.decision in (PASS, FAIL) for c in int8.values())
+    assert 0 < int8["values_scaled_error"].measured  # really measured on the int8 graph
+    monkeypatch.setattr(H, "budgets_for", lambda precision, overrides: {})
+    bare = run_parity(artifact, widths=(7,))
+    ran = [c for c in bare.checks if c.provider == "CPUExecutionProvider"]
+    assert ran and all(c.decision == NOT_EVALUATED and "no metric of regression has a budget" in c.reason
+                       for c in ran)
+    assert bare.counts()["PASS"] == 0 and bare.exit_code(strict=True) == 1
 
 
 def test_user_corpus(shared, tmp_path):

@@ -213,4 +213,4 @@ def test_threads_bound_each_runtime_so_actors_do_not_oversubscribe(shared):
     assert _assigned_cpus() is None  # outside a Ray worker: the runtime's own default (every CPU)
     assert readout_sdk.load(art, target="onnx-fp32", backend="onnxruntime", threads=1).execution["intra_op_threads"] == 1
     ov = readout_sdk.load(art, target="onnx-fp32", backend="openvino", threads=1)
-    assert int(ov._runner.compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+    assert int(ov.runner.compiled.get_property("INFERENCE_NUM_THREADS")) == 1

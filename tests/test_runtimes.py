@@ -23,7 +23,7 @@ from oracles import sentence_transformers_embeddings
 from readout_sdk.backend import machine_id
 from readout_sdk.errors import DeviceUnavailable
 from readout_sdk.runners import cpu_has_bf16
-from readout_sdk.text import Prepared, plan_batches
+from readout_sdk.batching import Prepared, plan_batches
 
 openvino = pytest.importorskip("openvino", reason="the openvino extra is not installed")
 

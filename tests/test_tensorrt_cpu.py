@@ -164,17 +164,18 @@ def test_tensorrt_engine_matches_fp32_onnx_on_gpu(shared, tmp_path):
 
 
 def test_parity_gates_fp16_and_reports_uncompiled_engines(shared):
-    from readout_parity.harness import run_parity
+    from readout_export.reference import check_parity
+    from readout_parity import run_parity
 
     artifact = shared("fp16")[1]
-    report = run_parity(artifact, widths=(1, 7))
+    report = check_parity(artifact, widths=(1, 7))
     checks = {(c.target, c.provider, c.metric): c for c in report.checks}
     cos = checks[("onnx-fp16", "CPUExecutionProvider", "min_cosine")]
     assert cos.decision == "PASS" and cos.requirement == ">= 0.999" and 0.999 <= cos.measured < 1 - 1e-8
     pending = checks[("tensorrt-fp16", "TensorRT", "all")]
     assert pending.decision == "NOT_EVALUATED" and "readout-export compile" in pending.reason
     # the check a machine without PyTorch runs after compile: against the artifact's own fp32 graph
-    alone = run_parity(artifact, widths=(1, 7), reference="onnx-fp32", only=["onnx-fp16"])
+    alone = run_parity(artifact, widths=(1, 7), only=["onnx-fp16"])  # no reference given: the fp32 graph
     assert {c.target for c in alone.checks} == {"onnx-fp16"}
     assert all("onnx-fp32 graph" in c.reference for c in alone.checks if c.decision != "NOT_EVALUATED")
     assert all(c.decision in ("PASS", "NOT_EVALUATED") for c in alone.checks)
@@ -213,7 +214,7 @@ def test_a_listed_engine_without_tensorrt_is_refused_clearly(shared, tmp_path):
     earlier = {"target": "onnx-fp32", "provider": "CPUExecutionProvider", "metric": "min_cosine",
                "requirement": ">= 0.99999", "measured": 1.0, "decision": "PASS", "reference": "eager", "reason": ""}
     (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "checks": [earlier]}))
-    report = run_parity(art, widths=(1,), reference="onnx-fp32", only=["tensorrt-fp16"])
+    report = run_parity(art, widths=(1,), only=["tensorrt-fp16"])
     (check,) = report.checks
     assert check.decision == "NOT_EVALUATED" and check.provider == "TensorRT" and check.reason
     keep_in_artifact(report, only=["tensorrt-fp16"])  # what compile does: earlier decisions stay

@@ -68,7 +68,7 @@ def test_configs_parse_with_tritons_protobuf_and_match_the_graph(shared, tmp_pat
     for cfg in (graph, text):
         assert json.loads(cfg.parameters["readout.abi"].string_value) == meta["abi"]
     assert text.backend == "python" and text.parameters["readout.graph_model"].string_value == f"{name}_graph"
-    assert [i.name for i in text.input] == list(readout_sdk.records.FIELDS[meta["abi"]["family"]])
+    assert [i.name for i in text.input] == list(readout_sdk.families.get(meta["abi"]["family"]).fields)
     assert all(model_config_pb2.DataType.Name(i.data_type) == "TYPE_STRING" for i in text.input)
     assert [o.name for o in text.output] == ["result"]
     assert "readout_sdk.triton_model import TritonPythonModel" in (text_dir / "1" / "model.py").read_text()

@@ -20,7 +20,8 @@ from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
 
 from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
-from readout_export.resolve import Plan, resolve, target_name
+from readout_export.plan import Plan
+from readout_export.resolve import resolve, target_name
 
 Progress = Callable[[str], None]
 
@@ -135,10 +136,12 @@ def assemble(plan: Plan, compact_rows: bool = True):
     tok = plan.tokenizer
     core, kinds = load_core(plan, tok.pad_id)
     config = core.model.config
-    if plan.labels is not None and plan.family != "multiple_choice" and config.num_labels != len(plan.labels):
+    if plan.labels is not None and config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
-    graph = ReadoutGraph(plan.family, core, kinds, special_ids=tok.inserted_ids, pad_id=tok.pad_id,
+    spec = family_spec(plan.family)
+    graph = ReadoutGraph(spec.stages_for(plan.long_inputs), spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
+                         pad_id=tok.pad_id,
                          pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize,
                          compact_rows=compact_rows).eval()
     return graph, core
@@ -154,12 +157,14 @@ def _target_file(t: dict[str, str]) -> str:
 def _calibration(record: dict[str, Any], staging: Path) -> list[dict[str, Any]]:
     """Batch-1 feeds of a fixed mixed-length corpus, tokenized exactly as the SDK will."""
     from readout_parity.corpus import mixed_corpus
-    from readout_parity.harness import item_feeds
-    from readout_sdk.text import TextEncoder
+    from readout_sdk.batching import feed_for
+    from readout_sdk.families import Context
     from readout_export.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
 
-    encoder = TextEncoder(record, staging / "tokenizer.json")
-    return item_feeds(encoder, record["family"], mixed_corpus(record["family"], CALIBRATION_ITEMS, CALIBRATION_SEED))
+    ctx = Context(record, staging / "tokenizer.json")
+    spec = family_spec(record["family"])
+    items = [spec.check_item(i, x) for i, x in enumerate(mixed_corpus(spec, CALIBRATION_ITEMS, CALIBRATION_SEED))]
+    return [feed_for(record, [part]) for parts in spec.encode(ctx, 0, items) for part in parts]
 
 
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
@@ -187,7 +192,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     sample = sample if isinstance(sample, tuple) else (sample,)
     spec = family_spec(plan.family)
     out_dims = {}
-    for o, t in zip(spec.outputs, sample):
+    outputs = spec.outputs_for(plan.long_inputs)
+    for o, t in zip(outputs, sample):
         for axis, size in zip(o.axes, t.shape):
             if axis not in ("batch", "sequence", "choices"):
                 out_dims[axis] = int(size)
@@ -197,7 +203,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         for p in sorted(d.path.glob("*")):
             if p.name in ("model.safetensors", "pytorch_model.bin"):
                 weight_files.append((str(p.relative_to(plan.source.root)), sha256_file(p)))
-    head = type(core.model).__name__ if spec.name not in ("embedding", "late_interaction") else None
+    head = type(core.model).__name__ if spec.head.auto_class != "AutoModel" else None  # a task head, by class
     record = build_record(
         plan, tok, width=int(model_config.hidden_size), out_dims=out_dims, token_types=core.takes_token_types,
         architecture=type(getattr(core.model, "base_model", core.model)).__name__, head=head,
@@ -211,7 +217,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     step(f"exporting {fp32_name} (opset {plan.opset})")
     export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
     step(f"checking {fp32_name} against eager PyTorch")
-    worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in spec.outputs])
+    worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in outputs])
     pending = []
     for t in plan.targets:
         if t["format"] == "tensorrt":  # compiled on the machine that runs it: `readout-export compile`
@@ -232,7 +238,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
             kept = quantize_static_openvino(staging / fp32_name, staging / name, _calibration(record, staging))
             step(f"  {kept} narrowing MatMul/Gemm nodes kept in higher precision")
         if name != fp32_name:
-            check_runs(staging / name, inputs, [o.name for o in spec.outputs])
+            check_runs(staging / name, inputs, [o.name for o in outputs])
         entry = {"format": t["format"], "precision": t["precision"], "file": name,
                  "sha256": sha256_file(staging / name), "runtime": t["runtime"]}
         if "isa" in t:

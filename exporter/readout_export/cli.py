@@ -6,51 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 from dataclasses import asdict
-from typing import Any, Callable
 
 import click
 
-from readout_export.errors import ReadoutExportError
-
-
-def _run(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
-    """Call ``fn``; turn known errors into one line and the right exit code."""
-    try:
-        return fn()
-    except ReadoutExportError as e:
-        _fail(e.exit_code, str(e), as_json, debug)
-    except Exception as e:  # the artifact SDK's own errors and anything unexpected
-        from readout_sdk.artifact import ArtifactError
-        from readout_sdk.errors import InputRefused
-
-        code = 2 if isinstance(e, (ArtifactError, FileNotFoundError, InputRefused)) else 1
-        _fail(code, f"{type(e).__name__}: {e}" if code == 1 else str(e), as_json, debug)
-
-
-def _require_export_extra() -> None:
-    """Building needs torch, transformers and onnx; the base install (the thin SDK) has none of them."""
-    import importlib.util
-
-    missing = [m for m in ("torch", "transformers", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
-    if missing:
-        from readout_export.errors import ReadoutExportError
-
-        raise ReadoutExportError(f"building needs the export extra (missing: {', '.join(missing)}); "
-                                 "install it with: pip install 'readout-export[export]'")
-
-
-def _fail(code: int, message: str, as_json: bool, debug: bool) -> None:
-    if debug:
-        traceback.print_exc()
-    if as_json:
-        click.echo(json.dumps({"ok": False, "error": message, "exit_code": code}))
-    else:
-        click.echo(f"error: {message}", err=True)
-        if code == 1 and not debug:
-            click.echo("(run with --debug for the traceback)", err=True)
-    sys.exit(code)
+from readout_export.cli_run import require_export_extra, run_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,10 +34,10 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
             click.echo(f"  {msg}", err=True)
 
     def go():
-        _require_export_extra()
+        require_export_extra()
         return do_build(manifest, force=force, progress=progress)
 
-    result = _run(debug, as_json, go)
+    result = run_command(debug, as_json, go)
     if as_json:
         click.echo(json.dumps({"ok": True, "output_dir": str(result.output_dir), "targets": result.targets,
                                "family": result.record["family"], "max_abs_error": result.max_abs_error,
@@ -95,7 +55,7 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
     """Check MANIFEST against its model directory without building anything."""
     from readout_export.build import validate as do_validate
 
-    plan = _run(debug, as_json, lambda: do_validate(manifest))
+    plan = run_command(debug, as_json, lambda: do_validate(manifest))
     summary = {"ok": True, "family": plan.family, "model": str(plan.source.root), "max_length": plan.max_length,
                "pooling": plan.pooling, "rows": plan.rows, "normalize": plan.normalize,
                "projection": [asdict(d) | {"path": str(d.path)} for d in plan.dense], "labels": plan.labels,
@@ -121,7 +81,7 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
     from readout_export.summary import summarize
     from readout_sdk.artifact import open_artifact
 
-    art = _run(debug, as_json, lambda: open_artifact(artifact))
+    art = run_command(debug, as_json, lambda: open_artifact(artifact))
     if as_json:
         click.echo(json.dumps({"ok": True, "path": str(art.path), "abi": art.record,
                                "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
@@ -158,14 +118,14 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
                                  param_hint="--widths") from None
 
     def go():
-        _require_export_extra()
-        from readout_parity.harness import run_parity
-        from readout_parity.reference import ParityError
+        require_export_extra()
+        from readout_export.reference import check_parity
+        from readout_parity import ParityError
         from readout_parity.report import junit, keep_in_artifact, to_json
 
         try:
-            report = run_parity(artifact, corpus, sizes,
-                                say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
+            report = check_parity(artifact, corpus, sizes,
+                                  say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
         except (ParityError, ValueError) as e:
             from readout_sdk.artifact import ArtifactError
 
@@ -177,7 +137,7 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
             Path(junit_path).write_text(junit(report), encoding="utf-8")
         return report
 
-    report = _run(debug, False, go)
+    report = run_command(debug, False, go)
     from readout_parity.report import table
 
     text = table(report)
@@ -209,10 +169,10 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
             raise click.BadParameter(f"must be at least 1, got {value}", param_hint=name)
 
     def go():
-        _require_export_extra()
+        require_export_extra()
         from readout_export.bench.report import keep_in_artifact, plot, to_json
         from readout_export.bench.run import run_bench
-        from readout_parity.reference import ParityError
+        from readout_parity import ParityError
 
         try:
             report = run_bench(artifact, items, repeats, latency_items, not no_processes,
@@ -229,7 +189,7 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
             plot(report, Path(plot_path))
         return report
 
-    report = _run(debug, False, go)
+    report = run_command(debug, False, go)
     from readout_export.bench.report import table
 
     click.echo(table(report))
@@ -253,21 +213,28 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
     from readout_export.compile import compile_engine
 
     say = lambda m: click.echo(f"  {m}", err=True)  # noqa: E731
-    entry = _run(debug, False, lambda: compile_engine(artifact, target, say))
+    entry = run_command(debug, False, lambda: compile_engine(artifact, target, say))
     click.echo(f"compiled {entry['file']} (TensorRT {entry['tensorrt']}, {entry['gpu']}, sm {entry['compute_capability']})")
     if no_parity:
         return
-    from readout_parity.harness import run_parity
+    from readout_parity import run_parity
     from readout_parity.report import keep_in_artifact, table
 
-    reference = "eager" if importlib.util.find_spec("torch") else "onnx-fp32"
-    report = _run(debug, False, lambda: run_parity(artifact, say=say, reference=reference, only=[target]))
+    if importlib.util.find_spec("torch"):  # eager PyTorch where it is installed; else the onnx-fp32 graph
+        from readout_export.reference import check_parity
+
+        report = run_command(debug, False, lambda: check_parity(artifact, say=say, only=[target]))
+    else:
+        report = run_command(debug, False, lambda: run_parity(artifact, say=say, only=[target]))
     keep_in_artifact(report, only=[target])
     click.echo(table(report))
     sys.exit(report.exit_code())
 
 
-from readout_export import scale_cli  # noqa: E402,F401  (registers triton, serve, encode on `main`)
+from readout_export import scale_cli  # noqa: E402  (triton, serve, encode: torch-free commands)
+
+for _command in scale_cli.COMMANDS:
+    main.add_command(_command)
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from readout_sdk.artifact import ARTIFACT_FILE, TENSORRT_SOURCE, open_artifact, sha256_file, target_name
-from readout_sdk.engine_file import write_atomic, write_engine
+from readout_sdk.atomic import write_atomic
+from readout_sdk.engine_file import write_engine
 from readout_sdk.profiles import Profile, derive_profile
 
 from readout_export.errors import ReadoutExportError
@@ -72,10 +73,10 @@ def _require_tensorrt() -> Any:
 def local_gpu() -> tuple[str, str]:
     """(compute capability 'major.minor', GPU name) of CUDA device 0, or a refusal."""
     from readout_sdk.errors import DeviceUnavailable
-    from readout_sdk.runners import _local_gpu
+    from readout_sdk.runners import local_gpu as cuda_device
 
     try:
-        return _local_gpu()
+        return cuda_device()
     except DeviceUnavailable as e:
         raise CompileError(str(e)) from None
 

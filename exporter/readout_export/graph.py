@@ -93,11 +93,12 @@ class ReadoutGraph(nn.Module):
     either per-row ([N, S, ...]) or pooled ([N, ...]) as ``core_kinds`` says.
     """
 
-    def __init__(self, family: str, core: nn.Module, core_kinds: tuple[str, ...], *, special_ids: list[int],
-                 pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
+    def __init__(self, stages: tuple[str, ...], choices: bool, core: nn.Module, core_kinds: tuple[str, ...], *,
+                 special_ids: list[int], pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
                  dense: list[Dense] | None = None, normalize: str = "none", compact_rows: bool = True):
         super().__init__()
-        self.family = family
+        self.stages = tuple(stages)  # the family's readout stages after the head (readout_sdk.families)
+        self.choices = choices       # inputs carry a choices axis; the output is one logit per choice
         self.core = core
         self.core_kinds = core_kinds
         self.pooling = list(pooling or [])
@@ -142,25 +143,34 @@ class ReadoutGraph(nn.Module):
         for y in result:
             if y.dtype.is_floating_point:
                 y = torch.where(empty.view(-1, *([1] * (y.dim() - 1))), torch.full_like(y, float("nan")), y)
-            fixed.append(y.reshape(*lead, *y.shape[1:]) if self.family != "multiple_choice" else y.reshape(*lead))
+            fixed.append(y.reshape(*lead) if self.choices else y.reshape(*lead, *y.shape[1:]))
         return tuple(fixed) if len(fixed) > 1 else fixed[0]
 
-    def _project(self, x: torch.Tensor) -> torch.Tensor:
-        for d in self.dense:
-            x = d(x)
-        if self.normalize == "l2":
-            x = F.normalize(x, p=2.0, dim=-1, eps=1e-12)
-        return x
-
     def _finish(self, outs: list[torch.Tensor], rows: torch.Tensor, attention: torch.Tensor) -> list[torch.Tensor]:
-        f = self.family
-        if f == "embedding":
-            pooled = torch.cat([pool(outs[0], rows, attention, m) for m in self.pooling], dim=-1)
-            return [self._project(pooled)]
-        if f == "late_interaction":
-            vectors = self._project(outs[0]) * rows.unsqueeze(-1)
-            return [vectors, rows.to(torch.long)]
-        if f == "sparse":
-            weights = torch.log1p(torch.relu(outs[0]))
-            return [pool(weights, rows, attention, "max")]
-        return outs
+        """Apply the readout stages in order to the head's first output (a head's outputs pass through
+        when the family declares none). ``row_mask`` adds the kept-row mask as a second output, ``keep_rows``
+        the selected rows before pooling."""
+        if not self.stages:
+            return outs
+        x = outs[0]
+        extra: list[torch.Tensor] = []
+        for stage in self.stages:
+            if stage == "keep_rows":  # the rows the pooling selects, zero elsewhere (token_mean merges them)
+                extra.append(x * rows.unsqueeze(-1))
+            elif stage == "pool":
+                x = torch.cat([pool(x, rows, attention, m) for m in self.pooling], dim=-1)
+            elif stage == "project":
+                for d in self.dense:
+                    x = d(x)
+            elif stage == "normalize":
+                x = F.normalize(x, p=2.0, dim=-1, eps=1e-12) if self.normalize == "l2" else x
+            elif stage == "row_mask":
+                x = x * rows.unsqueeze(-1)
+                extra.append(rows.to(torch.long))
+            elif stage == "log1p_relu":
+                x = torch.log1p(torch.relu(x))
+            elif stage == "max_pool":
+                x = pool(x, rows, attention, "max")
+            else:
+                raise ValueError(f"unknown readout stage {stage!r}")
+        return [x, *extra]

@@ -7,25 +7,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from readout_sdk.abi import family_spec
+
 from readout_export.errors import BuildError
 from readout_export.graph import POOLED_OUTPUT, ROW_OUTPUT, Dense
-from readout_export.resolve import Plan
+from readout_export.plan import Plan
 from readout_export.source import DenseSpec
-
-# family -> (transformers Auto class name, output attributes, their kinds)
-CORES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "embedding": ("AutoModel", ("last_hidden_state",), (ROW_OUTPUT,)),
-    "late_interaction": ("AutoModel", ("last_hidden_state",), (ROW_OUTPUT,)),
-    "sparse": ("AutoModelForMaskedLM", ("logits",), (ROW_OUTPUT,)),
-    "sequence_classification": ("AutoModelForSequenceClassification", ("logits",), (POOLED_OUTPUT,)),
-    "multilabel_classification": ("AutoModelForSequenceClassification", ("logits",), (POOLED_OUTPUT,)),
-    "regression": ("AutoModelForSequenceClassification", ("logits",), (POOLED_OUTPUT,)),
-    "cross_encoder": ("AutoModelForSequenceClassification", ("logits",), (POOLED_OUTPUT,)),
-    "token_classification": ("AutoModelForTokenClassification", ("logits",), (ROW_OUTPUT,)),
-    "extractive_qa": ("AutoModelForQuestionAnswering", ("start_logits", "end_logits"), (ROW_OUTPUT, ROW_OUTPUT)),
-    "multiple_choice": ("AutoModelForMultipleChoice", ("logits",), (POOLED_OUTPUT,)),
-}
-
 
 class Core(nn.Module):
     """Calls a transformers model on compacted inputs and returns the family's raw outputs."""
@@ -62,11 +49,12 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
     """
     import transformers
 
-    auto_name, attributes, kinds = CORES[plan.family]
+    spec = family_spec(plan.family)
+    auto_name, attributes = spec.head.auto_class, spec.head.attributes
+    kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in spec.head.per_row)
     auto = getattr(transformers, auto_name)
     kwargs = dict(local_files_only=True, attn_implementation="eager", dtype=torch.float32)
-    if plan.family in ("sequence_classification", "multilabel_classification", "regression", "cross_encoder",
-                       "token_classification") and plan.labels:
+    if spec.label_axis and plan.labels:  # the head's width is the label map's
         kwargs["num_labels"] = len(plan.labels)
     try:
         model, info = auto.from_pretrained(str(plan.source.transformer_dir), output_loading_info=True, **kwargs)
@@ -80,7 +68,7 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
     model.eval()
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id
-    core = Core(model, attributes, takes_token_types(model, plan.source.config), plan.family == "multiple_choice")
+    core = Core(model, attributes, takes_token_types(model, plan.source.config), spec.input_kind == "choices")
     return core, kinds
 
 

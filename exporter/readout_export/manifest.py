@@ -10,31 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import MANIFEST_SCHEMA, json_path, load_schema
+from readout_sdk.abi import MANIFEST_SCHEMA, family_spec, json_path, load_schema
 
 from readout_export.errors import ManifestError
 
 COMMON_FIELDS = {"schema", "name", "model", "family", "output_dir", "max_length", "truncation", "targets",
                  "opset", "parity"}
 
-# Fields (and readout sub-fields) each family accepts beyond the common ones.
-FAMILY_FIELDS: dict[str, set[str]] = {
-    "embedding": {"readout", "score_type", "long_inputs"},
-    "sequence_classification": {"labels", "long_inputs"},
-    "multilabel_classification": {"labels", "thresholds", "long_inputs"},
-    "regression": {"labels", "long_inputs"},
-    "token_classification": {"labels"},
-    "extractive_qa": {"null_policy", "stride"},
-    "cross_encoder": {"labels", "score_type"},
-    "late_interaction": {"readout"},
-    "sparse": {"readout"},
-    "multiple_choice": set(),
-}
-READOUT_FIELDS: dict[str, set[str]] = {
-    "embedding": {"pooling", "rows", "normalize"},
-    "late_interaction": {"rows", "normalize"},
-    "sparse": {"pooling", "rows"},
-}
 WHY_NOT: dict[str, str] = {
     "readout": "its head decides which rows it reads",
     "labels": "it has no label axis",
@@ -93,11 +75,12 @@ def load_manifest(path: str | Path) -> Manifest:
     if errors:
         raise ManifestError(*_describe(errors[0]))
     family = data["family"]
+    spec = family_spec(family)  # which fields apply is the family's
     for key in data:
-        if key not in COMMON_FIELDS and key not in FAMILY_FIELDS[family]:
+        if key not in COMMON_FIELDS and key not in spec.manifest_fields:
             raise ManifestError(f"$.{key}", f"does not apply to family {family}: {WHY_NOT.get(key, 'not used')}")
     for key in data.get("readout", {}):
-        if key not in READOUT_FIELDS.get(family, set()):
+        if key not in spec.readout_fields:
             raise ManifestError(f"$.readout.{key}", f"does not apply to family {family}")
     return Manifest(data, p.resolve())
 

@@ -21,26 +21,18 @@ SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout an
 
 def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool) -> dict[str, torch.Tensor]:
     """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice)."""
+    from readout_sdk.batching import Prepared, make_feed
+
     spec = family_spec(family)
-    if family == "multiple_choice":
-        encs = [backend.encode(q, c) for q, c in SAMPLE_PAIRS for _ in range(2)]
-    elif spec.pair_input:
-        encs = [backend.encode(q, c) for q, c in SAMPLE_PAIRS]
+    if spec.input_kind == "choices":
+        parts = [Prepared(tuple(backend.encode(q, c) for _ in range(2)), False) for q, c in SAMPLE_PAIRS]
+    elif spec.input_kind == "pair":
+        parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
     else:
-        encs = [backend.encode(t) for t in SAMPLE_TEXTS]
-    width = max(len(e.ids) for e in encs)
-    ids = np.full((len(encs), width), pad_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    types = np.zeros_like(ids)
-    for i, e in enumerate(encs):
-        ids[i, :len(e.ids)] = e.ids
-        mask[i, :len(e.ids)] = 1
-        types[i, :len(e.ids)] = e.type_ids
-    arrays = {"input_ids": ids, "attention_mask": mask}
-    if token_types:
-        arrays["token_type_ids"] = types
-    shape = (2, 2, width) if family == "multiple_choice" else (2, width)
-    return {k: torch.from_numpy(v.reshape(shape)) for k, v in arrays.items()}
+        parts = [Prepared((backend.encode(t),), False) for t in SAMPLE_TEXTS]
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else [])
+    feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")
+    return {k: torch.from_numpy(v) for k, v in feed.items()}
 
 
 def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path, record: dict[str, Any],
@@ -53,7 +45,7 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
             "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
     dynamic = {name: {i: dims[a] for i, a in enumerate(spec.input_axes)} for name in inputs}
-    output_names = [o.name for o in spec.outputs]
+    output_names = [o["name"] for o in record["outputs"]]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         try:

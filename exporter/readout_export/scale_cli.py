@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.cli import _run, main
+from readout_export.cli_run import run_command
 
 
 def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -32,7 +32,7 @@ def _load_kwargs(target: str | None, backend: str, device: str, streams: int | N
     return {"target": target, "backend": backend, "device": device, "streams": streams, "threads": threads}
 
 
-@main.command()
+@click.command()
 @click.argument("artifact", type=click.Path(file_okay=False))
 @click.option("--repo", required=True, type=click.Path(file_okay=False), help="Model repository directory to write into.")
 @click.option("--name", help="Model name (default: the artifact's name); the compiled graph is NAME_graph.")
@@ -47,14 +47,14 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
     and a Python-backend model that takes text and returns typed JSON, the ABI record in both configs."""
     from readout_export.triton_repo import write_repository
 
-    r = _run(debug, False, lambda: write_repository(artifact, repo, name, target, max_batch_size, force))
+    r = run_command(debug, False, lambda: write_repository(artifact, repo, name, target, max_batch_size, force))
     click.echo(f"wrote {r.repo}: {r.text_model} (python: text in, JSON out) -> {r.graph_model} "
                f"({r.platform}, {r.target}, max_batch_size {r.max_batch_size})")
     click.echo(f"  serve:  tritonserver --model-repository {r.repo}  (readout-export must be installed in the "
                "Python backend's environment)")
 
 
-@main.command()
+@click.command()
 @click.argument("artifact", type=click.Path(file_okay=False))
 @click.option("--name", help="Model name clients call (default: the artifact's name).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
@@ -77,23 +77,23 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
     JSON record per row. Dynamic batching merges concurrent requests.
     """
     import readout_sdk
-    from readout_sdk.records import FIELDS
+    from readout_sdk.families import get
     from readout_sdk.serve import ServeOptions, run
     from readout_sdk.triton_model import model_name
 
-    engine = _run(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
+    engine = run_command(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
     options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
-    fields = ", ".join(FIELDS[engine.family])
+    fields = ", ".join(get(engine.family).fields)
 
     def ready() -> None:
         click.echo(f"serving {model_name(engine.abi, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
                    f"at http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result "
                    "(JSON)", err=True)
 
-    _run(debug, False, lambda: run(engine, options, name, ready))
+    run_command(debug, False, lambda: run(engine, options, name, ready))
 
 
-@main.command()
+@click.command()
 @click.argument("artifact", type=click.Path(file_okay=False))
 @click.option("--input", "source", required=True, type=click.Path(dir_okay=False),
               help="A .jsonl or .parquet file, one row per input.")
@@ -121,7 +121,7 @@ def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], pr
     from readout_sdk.ray import encode_file
 
     mapping = _column_mapping(columns)
-    result = _run(debug, as_json, lambda: encode_file(
+    result = run_command(debug, as_json, lambda: encode_file(
         artifact, source, output, mapping, prefix, address, actors, cpus_per_actor, batch_size,
         num_cpus=num_cpus, **_load_kwargs(target, backend, device, streams, threads)))
     if as_json:
@@ -145,3 +145,6 @@ def _column_mapping(columns: tuple[str, ...]) -> dict[str, str] | None:
             return {"text": c}
         mapping[field] = col
     return mapping
+
+
+COMMANDS = (triton, serve, encode,)

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.artifact import ARTIFACT_FILE, Artifact, Target, open_artifact
-from readout_sdk.engine_file import read_engine, write_atomic
+from readout_sdk.atomic import write_atomic
+from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
-from readout_sdk.records import FIELDS
+from readout_sdk.families import get
 from readout_sdk.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
                                       README_DIR, TARGET_PARAMETER, abi_sha256, model_name)
 
@@ -112,7 +113,7 @@ def text_config(art: Artifact, target: Target, model: str, graph: str, max_batch
     """The Python-backend model's ModelConfig: the family's BYTES fields in, BYTES ``result`` (JSON) out."""
     pb, _ = _pb()
     cfg = pb.ModelConfig(name=model, backend="python", max_batch_size=max_batch)
-    for field in FIELDS[art.family]:
+    for field in get(art.family).fields:
         cfg.input.add(name=field, data_type=pb.TYPE_STRING, dims=[1])
     cfg.output.add(name="result", data_type=pb.TYPE_STRING, dims=[1])
     cfg.dynamic_batching.max_queue_delay_microseconds = QUEUE_DELAY_US

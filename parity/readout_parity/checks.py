@@ -12,6 +12,10 @@ from typing import Any
 PASS, FAIL, NOT_EVALUATED = "PASS", "FAIL", "NOT_EVALUATED"
 
 
+class ParityError(RuntimeError):
+    """The reference cannot be built (missing source, changed weights) or the corpus is unusable."""
+
+
 @dataclass(frozen=True)
 class Check:
     """One gated measurement of one target on one execution provider."""

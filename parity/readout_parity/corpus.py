@@ -1,14 +1,18 @@
 """Real text for parity runs: a built-in corpus per family, or the user's JSONL.
 
-JSONL lines: {"text": ...} for single-text families; {"first": ..., "second": ...} (or "question"/
-"context", "query"/"document") for pairs; {"question": ..., "choices": [...]} for multiple choice.
-The built-in corpus spans one content token up to past max_length (cut by truncation).
+JSONL lines carry the family's fields (`Family.fields`, the same names serving rows carry): {"text": ...};
+{"query": ..., "document": ...} for cross-encoders; {"question": ..., "context": ...} for QA;
+{"question": ..., "choices": [...]} for multiple choice; any pair may also be {"first": ..., "second": ...}.
+The built-in corpus spans one content token
+up to past max_length (cut by truncation, or split into windows where the record declares them).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+from readout_sdk.families import Family
 
 LONG = ("Transformers encode every token of a sentence into a contextual vector, and the readout decides which "
         "rows are pooled, whether special tokens count, how vectors are projected and normalized, and what the "
@@ -44,20 +48,15 @@ CHOICES = [
     ("Which runtime needs no torch?", ["the thin SDK", "eager PyTorch", "a notebook"]),
     ("Outputs return", ["in input order", "sorted by length", "at random"]),
 ]
-PAIR_KEYS = (("first", "second"), ("question", "context"), ("query", "document"))
 
 
-def default_corpus(family: str) -> list[Any]:
-    """The built-in corpus for a family."""
-    if family == "multiple_choice":
-        return list(CHOICES)
-    if family in ("extractive_qa", "cross_encoder"):
-        return list(PAIRS)
-    return list(TEXTS)
+def default_corpus(family: Family) -> list[Any]:
+    """The built-in corpus for a family, by what one of its items is."""
+    return list({"choices": CHOICES, "pair": PAIRS}.get(family.input_kind, TEXTS))
 
 
-def load_corpus(path: str | Path, family: str) -> list[Any]:
-    """Read a JSONL corpus for ``family``; each problem names its line."""
+def load_corpus(path: str | Path, family: Family) -> list[Any]:
+    """Read a JSONL corpus of ``family``'s rows; each problem names its line."""
     items: list[Any] = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -66,21 +65,15 @@ def load_corpus(path: str | Path, family: str) -> list[Any]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-        if family == "multiple_choice":
-            if not isinstance(row.get("question"), str) or not isinstance(row.get("choices"), list):
-                raise ValueError(f"{path}:{n}: expected {{'question': str, 'choices': [str, ...]}}")
-            items.append((row["question"], row["choices"]))
-        elif family in ("extractive_qa", "cross_encoder"):
-            for a, b in PAIR_KEYS:
-                if isinstance(row.get(a), str) and isinstance(row.get(b), str):
-                    items.append((row[a], row[b]))
-                    break
-            else:
-                raise ValueError(f"{path}:{n}: expected a pair ({', '.join('/'.join(k) for k in PAIR_KEYS)})")
-        else:
-            if not isinstance(row.get("text"), str):
-                raise ValueError(f"{path}:{n}: expected {{'text': str}}")
-            items.append(row["text"])
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{n}: expected a JSON object with {', '.join(family.fields)}")
+        if family.input_kind == "pair" and "first" in row and "second" in row:  # the generic pair form
+            row = dict(zip(family.fields, (row["first"], row["second"])))
+        try:
+            item = family.row_item(n, row)
+            items.append(family.check_item(n, item))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}:{n}: {e} (rows of {family.name} carry {', '.join(family.fields)})") from None
     if not items:
         raise ValueError(f"{path}: no items")
     return items
@@ -91,7 +84,7 @@ def _sentences() -> list[str]:
     return words + [s.strip() + "." for s in LONG.split(". ")[:3] if s.strip()]
 
 
-def mixed_corpus(family: str, n: int, seed: int, min_words: int = 5, max_words: int = 110) -> list[Any]:
+def mixed_corpus(family: Family, n: int, seed: int, min_words: int = 5, max_words: int = 110) -> list[Any]:
     """``n`` items of uniformly spread lengths (in words), recombined from the built-in sentences with a
     seeded generator: a fixed mixed-length corpus for benchmarks and int8 calibration (about 8..148 tokens
     for WordPiece vocabularies at the default word range)."""
@@ -109,10 +102,10 @@ def mixed_corpus(family: str, n: int, seed: int, min_words: int = 5, max_words: 
     items: list[Any] = []
     for _ in range(n):
         words = rng.randint(min_words, max_words)
-        if family == "multiple_choice":
+        if family.input_kind == "choices":
             q, choices = rng.choice(CHOICES)
             items.append((q + " " + text(max(1, words // 4)), list(choices)))
-        elif family in ("extractive_qa", "cross_encoder"):
+        elif family.input_kind == "pair":
             q, _ = rng.choice(PAIRS)
             items.append((q, text(words)))
         else:

@@ -1,5 +1,11 @@
 """The parity grid: every target x execution provider x padding side x batch width, on real text,
-against eager PyTorch on each example alone (unpadded, fp32)."""
+against a reference runner on each example alone (unpadded).
+
+The harness compares runners, as Polygraphy's comparator does: it never builds the reference itself.
+The exporter hands it eager PyTorch (`readout_export.reference`); without PyTorch the artifact's own
+onnx-fp32 graph on ONNX Runtime's CPU is the reference (:func:`onnx_reference`). Decision-level
+metrics are the family's own (`readout_sdk.families`): the same encoder, windows and decoder as the SDK.
+"""
 from __future__ import annotations
 
 import time
@@ -11,18 +17,31 @@ import numpy as np
 
 from readout_sdk.artifact import Artifact, open_artifact
 from readout_sdk.backend import machine_id
+from readout_sdk.batching import SIDES, Prepared, feed_for, split_rows
 from readout_sdk.errors import DeviceUnavailable
-from readout_sdk.text import TextEncoder
+from readout_sdk.families import Context, Family, get
+from readout_sdk.runners import Runner
 
 from readout_parity.checks import Check, budgets_for, decide, not_evaluated
 from readout_parity.corpus import default_corpus, load_corpus
-from readout_parity.metrics import family_metrics
-from readout_parity.reference import reference_graph, run_eager
 
 DEFAULT_WIDTHS = (1, 2, 7, 32)
-SIDES = ("left", "right")
-REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
 REFERENCE_ONNX = "the artifact's onnx-fp32 graph on ONNX Runtime CPU, each example alone, unpadded (no PyTorch here)"
+
+
+@dataclass
+class Reference:
+    """What the candidates are compared with: a runner (each example alone, unpadded), what it is, and
+    runners whose metrics are only reported (e.g. transformers' default position ids, left-padded)."""
+
+    runner: Runner
+    label: str
+    informative: tuple[tuple[str, Runner], ...] = ()
+
+    def close(self) -> None:
+        self.runner.close()
+        for _, r in self.informative:
+            r.close()
 
 
 @dataclass
@@ -49,51 +68,43 @@ class Report:
         return 1 if counts["FAIL"] or (strict and counts["NOT_EVALUATED"]) else 0
 
 
-def _feed(encoder: TextEncoder, encs: Sequence[Any], side: str, choices: int | None) -> dict[str, np.ndarray]:
-    feed = encoder.pad(encs)
-    if side == "left":  # move each row's tokens to the end
-        mask = feed["attention_mask"]
-        for name, arr in feed.items():
-            out = np.full_like(arr, encoder.pad_id if name == "input_ids" else 0)
-            for i, n in enumerate(mask.sum(1)):
-                out[i, arr.shape[1] - n:] = arr[i, :n]
-            feed[name] = out
-    if choices:
-        feed = {k: v.reshape(len(encs) // choices, choices, -1) for k, v in feed.items()}
-    return feed
+def onnx_reference(art: Artifact) -> Reference:
+    """The artifact's onnx-fp32 graph on ONNX Runtime's CPU: the reference a machine without PyTorch has."""
+    from readout_sdk.runners import OrtRunner
+
+    return Reference(OrtRunner(art.path / art.target("onnx", "fp32").file, ["CPUExecutionProvider"]), REFERENCE_ONNX)
 
 
-def encode_groups(encoder: TextEncoder, family: str, items: Sequence[Any]) -> list[list[Any]]:
-    """Each item's encodings (one per choice for multiple choice), type-checked by the SDK's encoder."""
-    groups = []
-    for i, item in enumerate(items):
-        parts = [(item[0], c) for c in item[1]] if family == "multiple_choice" else [item]
-        groups.append([encoder.encode(i, p) for p in parts])
-    return groups
-
-
-def item_feeds(encoder: TextEncoder, family: str, items: Sequence[Any]) -> list[dict[str, np.ndarray]]:
-    """One unpadded batch-1 feed per item (the int8 calibration set and the eager reference use these)."""
-    return [_feed(encoder, g, "right", len(g) if family == "multiple_choice" else None)
-            for g in encode_groups(encoder, family, items)]
-
-
-def _split(out: dict[str, np.ndarray], feed: dict[str, np.ndarray], record: dict, choices: int | None) -> list[dict]:
-    """Per-item outputs; per-row outputs keep only the rows the mask marks valid."""
-    seq = {o["name"] for o in record["outputs"] if "sequence" in o["axes"]}
-    mask = feed["attention_mask"].astype(bool)
-    n = mask.shape[0]
-    return [{k: (v[i][mask[i]] if k in seq else v[i]) for k, v in out.items()} for i in range(n)]
-
-
-def _run(fn: Callable, encoder: TextEncoder, groups: list[list[Any]], side: str, width: int, record: dict) -> list[dict]:
-    choices = len(groups[0]) if record["family"] == "multiple_choice" else None
-    results = []
-    for start in range(0, len(groups), width):
-        chunk = groups[start:start + width]
-        feed = _feed(encoder, [e for g in chunk for e in g], side, choices)
-        results += _split(fn(feed), feed, record, choices)
+def run_units(runner: Runner, record: dict[str, Any], units: Sequence[Prepared], side: str,
+              width: int) -> list[dict[str, np.ndarray]]:
+    """Outputs of every unit, run in input order ``width`` at a time, padded on ``side``; per-row outputs
+    keep the rows the mask marks valid. Units with different numbers of choices never share a batch."""
+    names = [o["name"] for o in record["outputs"]]
+    results: list[dict[str, np.ndarray]] = []
+    for start in range(0, len(units), width):
+        for run in _runs(list(units[start:start + width])):
+            feed = feed_for(record, run, side)
+            results += split_rows(record, dict(zip(names, runner.run(names, feed))), feed)
     return results
+
+
+def _runs(chunk: list[Prepared]) -> list[list[Prepared]]:
+    """``chunk`` cut into consecutive runs of units with the same number of encodings (order kept)."""
+    runs: list[list[Prepared]] = []
+    for u in chunk:
+        if runs and len(runs[-1][0].encodings) == len(u.encodings):
+            runs[-1].append(u)
+        else:
+            runs.append([u])
+    return runs
+
+
+def _regroup(flat: list[dict[str, np.ndarray]], groups: list[list[Prepared]]) -> list[list[dict[str, np.ndarray]]]:
+    out, k = [], 0
+    for g in groups:
+        out.append(flat[k:k + len(g)])
+        k += len(g)
+    return out
 
 
 def _providers() -> list[str]:
@@ -104,7 +115,7 @@ def _providers() -> list[str]:
 
 def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[str, Any]]:
     """(provider label, runner factory or the reason it cannot run here) for every way the SDK can run
-    ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU."""
+    ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU, TensorRT."""
     from readout_sdk.backend import installed
     from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16, openvino_precision
 
@@ -145,97 +156,90 @@ def _tensorrt_factory(art: Artifact, target: Any) -> Any:
     return lambda: TensorRTRunner(art.path / target.file, art.record, str(art.path))
 
 
+def _worst(worst: dict[str, tuple[float, str]], metrics: dict[str, float], where: str) -> None:
+    for metric, value in metrics.items():
+        better_low = metric.endswith("error")
+        old = worst.get(metric)
+        if old is None or (value > old[0] if better_low else value < old[0]):
+            worst[metric] = (value, where)
+
+
 def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
-               say: Callable[[str], None] = lambda _m: None, reference: str = "eager",
+               say: Callable[[str], None] = lambda _m: None, reference: Reference | None = None,
                only: Sequence[str] | None = None) -> Report:
     """Run the grid for every target of the artifact at ``path`` (or the targets named in ``only``) and
-    decide every budgeted metric. ``reference``: "eager" (PyTorch, the default) or "onnx-fp32" (the
-    artifact's own fp32 graph on ONNX Runtime's CPU, each example alone: the check a machine without
-    PyTorch can run, e.g. after `compile` on a Jetson)."""
-
+    decide every budgeted metric. ``reference``: the runner candidates are compared with (the exporter
+    passes eager PyTorch); by default the artifact's own onnx-fp32 graph (:func:`onnx_reference`).
+    A target x provider that ran but has no budgeted metric is NOT_EVALUATED, never PASS."""
     start = time.monotonic()
     art: Artifact = open_artifact(path)
     record = art.record
-    family = record["family"]
-    items = load_corpus(corpus, family) if corpus else default_corpus(family)
-    encoder = TextEncoder(record, art.path / art.tokenizer_file)
-    groups = encode_groups(encoder, family, items)
-    lengths = [len(e.ids) for g in groups for e in g]
-    names = [o["name"] for o in record["outputs"]]
-    ref_label = REFERENCE if reference == "eager" else REFERENCE_ONNX
-    say(f"reference: {ref_label} ({len(items)} items)")
-    if reference == "eager":
-        graph = reference_graph(art)
-        ref_run = lambda feed: run_eager(graph, feed, names)  # noqa: E731
-    else:
-        from readout_sdk.runners import OrtRunner
-
-        fp32 = OrtRunner(art.path / art.target("onnx", "fp32").file, ["CPUExecutionProvider"])
-        ref_run = lambda feed: dict(zip(names, fp32.run(names, feed)))  # noqa: E731
-    ref = []
-    for g in groups:  # each example alone, unpadded
-        feed = _feed(encoder, g, "right", len(g) if family == "multiple_choice" else None)
-        ref.append(_split(ref_run(feed), feed, record, None)[0])
-    prefix = getattr(encoder.tokenizer.model, "continuing_subword_prefix", None)
-    first_encs = [g[0] for g in groups]
-    overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
-    checks: list[Check] = []
-    measurements: list[dict[str, Any]] = []
-    available = _providers()
-    for target in art.targets:
-        tname = target.name
-        if only is not None and tname not in only:
-            continue
-        for provider, make in _executions(art, target, available):
-            if isinstance(make, str):
-                checks.append(not_evaluated(tname, provider, make))
-                continue
-            try:
-                runner = make()
-            except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
-                checks.append(not_evaluated(tname, provider, str(e)))
-                continue
-            run = lambda feed, r=runner: dict(zip(names, r.run(names, feed)))  # noqa: E731
-            worst: dict[str, tuple[float, str]] = {}
-            for side in SIDES:
-                for width in widths:
-                    say(f"{tname} on {provider}: {side} padding, batch {width}")
-                    got = _run(run, encoder, groups, side, width, record)
-                    metrics = family_metrics(record, got, ref, items, first_encs, prefix)
-                    for metric, value in metrics.items():
-                        better_low = metric.endswith("error")
-                        old = worst.get(metric)
-                        if old is None or (value > old[0] if better_low else value < old[0]):
-                            worst[metric] = (value, f"{side} padding, batch {width}")
-            budgets = budgets_for(target.precision, overrides)
-            for metric, (value, where) in sorted(worst.items()):
-                if metric in budgets:
-                    checks.append(decide(tname, provider, metric, value, budgets[metric], ref_label, where))
-                else:
-                    measurements.append({"target": tname, "provider": provider, "metric": metric,
-                                         "measured": value, "worst_case": where, "gated": False})
-    for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
-        if only is None or pending["target"] in only:
-            checks.append(not_evaluated(pending["target"], "TensorRT", "not compiled yet: run `readout-export "
-                                        f"compile {art.path} --target {pending['target']}` on the machine that "
-                                        "will run it"))
-    # informative: what transformers' default position ids do to a left-padded batch (never gated)
-    if reference != "eager":
-        return Report(str(art.path), family, {"source": str(corpus) if corpus else "built-in", "items": len(items),
-                      "min_tokens": min(lengths), "max_tokens": max(lengths),
-                      "max_length": record["input"]["max_length"], "reference": ref_label},
-                      {"targets": [t.name for t in art.targets if only is None or t.name in only],
-                       "providers": available, "padding_sides": list(SIDES), "batch_widths": list(widths)},
-                      checks, measurements, time.monotonic() - start, machine_id())
-    default = _run(lambda feed: run_eager(graph, feed, names, default_positions=True), encoder, groups, "left",
-                   7, record)
-    for metric, value in family_metrics(record, default, ref, items, first_encs, prefix).items():
-        measurements.append({"target": "eager-default-position-ids", "provider": "torch", "metric": metric,
-                             "measured": value, "worst_case": "left padding, batch 7", "gated": False})
-    return Report(str(art.path), family,
-                  {"source": str(corpus) if corpus else "built-in", "items": len(items),
+    fam: Family = get(record["family"])
+    raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
+    items = [fam.check_item(i, x) for i, x in enumerate(raw)]
+    ctx = Context(record, art.path / art.tokenizer_file)
+    groups = fam.encode(ctx, 0, items)
+    units = [u for g in groups for u in g]
+    lengths = [len(e.ids) for u in units for e in u.encodings]
+    ref_given = reference is not None
+    reference = reference or onnx_reference(art)
+    try:
+        say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
+        ref = _regroup(run_units(reference.runner, record, units, "right", 1), groups)
+        overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
+        checks: list[Check] = []
+        measurements: list[dict[str, Any]] = []
+        available = _providers()
+        targets = [t for t in art.targets if only is None or t.name in only]
+        for target in targets:
+            tname = target.name
+            for provider, make in _executions(art, target, available):
+                if isinstance(make, str):
+                    checks.append(not_evaluated(tname, provider, make))
+                    continue
+                try:
+                    runner = make()
+                except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
+                    checks.append(not_evaluated(tname, provider, str(e)))
+                    continue
+                worst: dict[str, tuple[float, str]] = {}
+                try:
+                    for side in SIDES:
+                        for width in widths:
+                            say(f"{tname} on {provider}: {side} padding, batch {width}")
+                            got = _regroup(run_units(runner, record, units, side, width), groups)
+                            _worst(worst, fam.metrics(ctx, items, got, ref, groups), f"{side} padding, batch {width}")
+                finally:
+                    runner.close()
+                budgets = budgets_for(target.precision, overrides)
+                gated = 0
+                for metric, (value, where) in sorted(worst.items()):
+                    if metric in budgets:
+                        checks.append(decide(tname, provider, metric, value, budgets[metric], reference.label, where))
+                        gated += 1
+                    else:
+                        measurements.append({"target": tname, "provider": provider, "metric": metric,
+                                             "measured": value, "worst_case": where, "gated": False})
+                if not gated:  # ran, but nothing was gated: never a silent pass
+                    checks.append(not_evaluated(tname, provider, f"no metric of {fam.name} has a budget at "
+                                                f"{target.precision} (measured: {', '.join(sorted(worst))})"))
+        for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
+            if only is None or pending["target"] in only:
+                checks.append(not_evaluated(pending["target"], "TensorRT", "not compiled yet: run `readout-export "
+                                            f"compile {art.path} --target {pending['target']}` on the machine that "
+                                            "will run it"))
+        for label, runner in reference.informative:  # reported, never gated
+            got = _regroup(run_units(runner, record, units, "left", 7), groups)
+            for metric, value in fam.metrics(ctx, items, got, ref, groups).items():
+                measurements.append({"target": label, "provider": "torch", "metric": metric,
+                                     "measured": value, "worst_case": "left padding, batch 7", "gated": False})
+    finally:
+        if not ref_given:
+            reference.close()
+    corpus_info = {"source": str(corpus) if corpus else "built-in", "items": len(items), "parts": len(units),
                    "min_tokens": min(lengths), "max_tokens": max(lengths),
-                   "max_length": record["input"]["max_length"]},
-                  {"targets": [t.name for t in art.targets], "providers": available,
-                   "padding_sides": list(SIDES), "batch_widths": list(widths)},
-                  checks, measurements, time.monotonic() - start, machine_id())
+                   "max_length": record["input"]["max_length"], "reference": reference.label}
+    grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
+            "batch_widths": list(widths)}
+    return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,
+                  machine_id())

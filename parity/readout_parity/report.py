@@ -8,7 +8,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
-from readout_sdk.engine_file import write_atomic
+from readout_sdk.atomic import write_atomic
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def to_json(report: Report) -> dict[str, Any]:
 def table(report: Report) -> str:
     """A readable table: one line per check, then the ungated measurements."""
     c = report.corpus
-    lines = [f"parity of {report.artifact} ({report.family}); reference: eager PyTorch fp32, each example alone",
+    lines = [f"parity of {report.artifact} ({report.family}); reference: {c.get('reference', '?')}",
              f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
              f"batch widths {report.grid['batch_widths']}", ""]

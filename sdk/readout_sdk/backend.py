@@ -16,7 +16,7 @@ def tensorrt_options(record: dict, cache_dir: Path) -> dict:
     """ONNX Runtime TensorRT provider options: one shape profile over [1..256] x [1..max_length] and an
     engine cache, so padded batches of new shapes do not rebuild engines. fp32 (no fp16 flag)."""
     seq = int(record["input"]["max_length"])
-    lead = "1x1x" if record["family"] == "multiple_choice" else ""
+    lead = "1x1x" if "choices" in record["inputs"][0]["axes"] else ""
     names = [i["name"] for i in record["inputs"]]
 
     def shapes(b: int, s: int) -> str:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.atomic import write_atomic
 from readout_sdk.errors import DeviceUnavailable
 
 MAGIC = b"RDXTRT\x00\x01"
@@ -91,12 +90,3 @@ def check_compatible(header: dict[str, Any], tensorrt_version: str, compute_capa
             f"({header.get('gpu', 'unknown GPU')}); this machine has TensorRT {here[0]} and compute capability "
             f"{here[1]}. TensorRT plans are tied to both: run `readout-export compile {artifact} --target "
             f"{target}` on this machine")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)

@@ -16,3 +16,7 @@ class WrongCall(SdkError, TypeError):
 
 class DeviceUnavailable(SdkError, RuntimeError):
     """The requested device or precision does not exist on this machine or in this artifact."""
+
+
+class AbiError(ValueError):
+    """A record or version that this SDK cannot accept."""

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from readout_sdk.errors import InputRefused
+from readout_sdk.families import get
 
 DEFAULT_BATCH = (1, 32, 128)
 DEFAULT_CHOICES = (1, 4, 8)
@@ -55,7 +56,7 @@ def derive_profile(stated: dict[str, Any] | None, max_length: int, family: str) 
     stated = stated or {}
     seq = tuple(stated.get("sequence") or (1, min(128, max_length), max_length))
     batch = tuple(stated.get("batch") or DEFAULT_BATCH)
-    choices = tuple(stated.get("choices") or DEFAULT_CHOICES) if family == "multiple_choice" else None
+    choices = tuple(stated.get("choices") or DEFAULT_CHOICES) if get(family).input_kind == "choices" else None
     for name, triple in (("batch", batch), ("sequence", seq), ("choices", choices)):
         if triple is None:
             continue

@@ -1,7 +1,7 @@
 """Ray Data bulk encoding: ``Dataset.map_batches(Predictor, ...)`` with the SDK's typed outputs as columns.
 
 Each Ray actor loads the artifact once (verifying it as `readout_sdk.load` does) and appends the
-family's record keys (`readout_sdk.records.OUTPUT_KEYS`: vectors, labels, entities, ...) as new
+family's record keys (`Family.record_keys`: vectors, labels, entities, ...) as new
 columns with one fixed Arrow type per key (so every batch, even one with no entities at all, writes
 the same schema); every input column (ids, metadata) is kept untouched. A name clash between an input
 column and an output column is refused rather than overwritten; ``prefix`` renames the outputs.
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from readout_sdk.errors import InputRefused
-from readout_sdk.records import FIELDS, OUTPUT_KEYS, plain, predict_records
+from readout_sdk.families import get
+from readout_sdk.records import plain, predict_records
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
 INPUTS = (".jsonl", ".parquet")
@@ -35,25 +36,13 @@ def _pyarrow() -> Any:
 
 def output_types(family: str, labels: tuple[str, ...] | None) -> dict[str, Any]:
     """The Arrow type of each record key of ``family`` (label-keyed dicts become structs in label order)."""
-    pa = _pyarrow()
-    by_label = pa.struct([(lab, pa.float64()) for lab in labels or ()])
-    entity = pa.struct([("label", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("text", pa.string()),
-                        ("score", pa.float64())])
-    types = {"embedding": pa.list_(pa.float32()), "truncated": pa.bool_(), "label": pa.string(),
-             "score": pa.float64(), "labels": pa.list_(pa.string()), "entities": pa.list_(entity),
-             "token_vectors": pa.list_(pa.list_(pa.float32())), "tokens": pa.list_(pa.string()),
-             "indices": pa.list_(pa.int64()), "answer": pa.string(), "start": pa.int64(), "end": pa.int64(),
-             "is_null": pa.bool_(), "index": pa.int64(), "choice": pa.string()}
-    types["scores"] = by_label if family in ("sequence_classification", "multilabel_classification") \
-        else pa.list_(pa.float64())
-    types["values"] = by_label if family == "regression" else pa.list_(pa.float32())
-    return {key: types[key] for key in OUTPUT_KEYS[family]}
+    return get(family).arrow_types(_pyarrow(), labels)
 
 
 class Predictor:
     """A callable class for ``ray.data.Dataset.map_batches(..., batch_format="pyarrow")``.
 
-    ``columns`` maps the family's input fields (``readout_sdk.records.FIELDS``, e.g. ``text``, or
+    ``columns`` maps the family's input fields (``Family.fields``, e.g. ``text``, or
     ``query``/``document``) to column names; by default each field is read from the column of the same
     name. ``load_options`` go to :func:`readout_sdk.load` (``target``, ``backend``, ``streams``...).
     """
@@ -67,7 +56,7 @@ class Predictor:
         self.engine = load(artifact, **load_options)
         family = self.engine.family
         self.columns = resolve_columns(family, columns)
-        self.outputs = {key: prefix + key for key in OUTPUT_KEYS[family]}
+        self.outputs = {key: prefix + key for key in get(family).record_keys}
         self.types = output_types(family, self.engine.labels)
         self.batch_size = batch_size
 
@@ -123,7 +112,7 @@ def _describe(row: dict[str, Any], columns: Mapping[str, str]) -> str:
 
 def resolve_columns(family: str, columns: Mapping[str, str] | None) -> dict[str, str]:
     """Input field -> column name for ``family``; unknown fields are refused by name."""
-    need = FIELDS[family]
+    need = get(family).fields
     given = dict(columns or {})
     unknown = sorted(set(given) - set(need))
     if unknown:
@@ -215,7 +204,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
     keys = _json_keys(src) if src.suffix == ".jsonl" else {}  # read once: the columns, and which are strings
     names_in = list(keys) if src.suffix == ".jsonl" else list(_pyarrow().parquet.read_schema(src).names)
     check_columns(names_in, resolve_columns(family, columns),
-                  {key: prefix + key for key in OUTPUT_KEYS[family]})
+                  {key: prefix + key for key in get(family).record_keys})
     expected = count_rows(src)
     artifact = str(Path(artifact).resolve())
     out.parent.mkdir(parents=True, exist_ok=True)

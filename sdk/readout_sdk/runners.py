@@ -1,4 +1,5 @@
-"""Runners: one compiled graph on one runtime, behind one call, ``run(names, feed) -> arrays``.
+"""Runners: one compiled graph on one runtime, behind one protocol (:class:`Runner`): ``run(names, feed)
+-> arrays``, the record embedded in the graph, and ``close()``.
 
 Every runner is safe to call from several threads at once (the SDK runs ``streams`` batches in
 parallel): ONNX Runtime sessions are thread-safe; OpenVINO infer requests are not, so the runner keeps
@@ -9,13 +10,38 @@ from __future__ import annotations
 import os
 import queue
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from readout_sdk.errors import DeviceUnavailable
 
 OPENVINO_EXTRA = "pip install 'readout-export[openvino]'"
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What the SDK, the parity harness and the exporter's eager reference all run (after Polygraphy's
+    runners): outputs by name for a feed, what ran, the record the graph carries, and a close that
+    releases the runtime. A runner is ready when constructed; ``close()`` may be called twice."""
+
+    backend: str
+    device: str
+    providers: tuple[str, ...]
+    streams: int
+    execution: dict[str, Any]
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The outputs called ``names``, in that order."""
+        ...
+
+    def embedded_metadata(self) -> dict[str, str]:
+        """The graph's metadata (``readout.abi``: the record it was built against)."""
+        ...
+
+    def close(self) -> None:
+        """Release sessions, compiled models and device contexts."""
+        ...
 
 
 def physical_cores() -> int:
@@ -66,6 +92,9 @@ class OrtRunner:
 
     def embedded_metadata(self) -> dict[str, str]:
         return dict(self.session.get_modelmeta().custom_metadata_map)
+
+    def close(self) -> None:
+        self.session = None  # type: ignore[assignment]  # ONNX Runtime frees the session with its last reference
 
 
 def openvino_core() -> Any:
@@ -136,6 +165,10 @@ class OpenVINORunner:
 
         return {METADATA_KEY: json.dumps(read_onnx_record(self._path))}
 
+    def close(self) -> None:
+        self._free = queue.SimpleQueue()  # drop the infer requests, then the compiled model
+        self.compiled = None
+
 
 TENSORRT_EXTRA = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
                   "docs/jetson.md)")
@@ -167,7 +200,7 @@ class TensorRTRunner:
         from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
         engine_file = read_engine(path)
-        capability, gpu = _local_gpu()
+        capability, gpu = local_gpu()
         check_compatible(engine_file.header, trt.__version__, capability, artifact)
         if engine_file.header.get("abi") != record:  # also checked by load; parity builds runners directly
             from readout_sdk.artifact import ArtifactError
@@ -196,8 +229,15 @@ class TensorRTRunner:
 
         return {METADATA_KEY: json.dumps(self._record)}
 
+    def close(self) -> None:
+        """Deactivate what __init__ activated (Polygraphy's TrtRunner frees its context and buffers)."""
+        with self._lock:
+            if self._runner is not None and self._runner.is_active:
+                self._runner.deactivate()
+            self._runner = None
 
-def _local_gpu() -> tuple[str, str]:
+
+def local_gpu() -> tuple[str, str]:
     """(compute capability, name) of CUDA device 0 via cuda-python, or a refusal."""
     try:
         try:

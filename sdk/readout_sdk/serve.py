@@ -1,7 +1,7 @@
 """Serve an artifact through a real Triton Inference Server, bound to the SDK with PyTriton.
 
 Clients use the standard ``tritonclient`` HTTP/gRPC API: one BYTES input per request field
-(``readout_sdk.records.FIELDS``, e.g. ``text``; shape ``[n, 1]``) and one BYTES output ``result`` holding
+(``Family.fields``, e.g. ``text``; shape ``[n, 1]``) and one BYTES output ``result`` holding
 each row's typed record as JSON (the same record the generated Triton model and Ray return). Triton's
 dynamic batcher merges concurrent requests; the SDK then sorts the merged rows by length into its own
 batches. A request whose rows the SDK refuses gets ``{"error": "..."}`` records and does not fail the
@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from readout_sdk.records import FIELDS, json_column, predict_groups, rows_from_columns
+from readout_sdk.families import get
+from readout_sdk.records import json_column, predict_groups, rows_from_columns
 from readout_sdk.triton_model import model_name
 
 SERVE_EXTRA = "pip install 'readout-export[serve]'"
@@ -40,7 +41,7 @@ class ServeOptions:
 
 def infer_function(engine: Any, batch_size: int = 32) -> Callable[[list[Any]], list[dict[str, np.ndarray]]]:
     """A PyTriton infer function over a list of requests: every row in one SDK call, replies per request."""
-    need = FIELDS[engine.family]
+    need = get(engine.family).fields
 
     def infer(requests: list[Any]) -> list[dict[str, np.ndarray]]:
         groups = [rows_from_columns({f: request[f] for f in need if f in request}) for request in requests]
@@ -74,7 +75,7 @@ def start(engine: Any, options: ServeOptions = ServeOptions(), name: str | None 
                           exit_timeout_secs=5, log_file=Path(options.log_file) if options.log_file else None)
     triton = Triton(config=config)
     triton.bind(model_name=model_name(engine.abi, name), infer_func=infer_function(engine, batch_size),
-                inputs=[Tensor(name=f, dtype=bytes, shape=(1,)) for f in FIELDS[engine.family]],
+                inputs=[Tensor(name=f, dtype=bytes, shape=(1,)) for f in get(engine.family).fields],
                 outputs=[Tensor(name="result", dtype=bytes, shape=(1,))],
                 config=ModelConfig(max_batch_size=options.max_batch_size,
                                    batcher=DynamicBatcher(max_queue_delay_microseconds=options.max_queue_delay_us)),

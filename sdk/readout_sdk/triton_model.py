@@ -5,7 +5,7 @@ and ``<name>/1/readout/`` with ``readout.json`` and the tokenizer. The compiled 
 model (``<name>_graph``: ONNX Runtime or a TensorRT plan) that this model calls through Triton's
 business-logic scripting (BLS), so the graph runs on Triton's own backend (and GPU) while tokenization,
 the label map, score type and decisions are the SDK's, unchanged. Requests carry the family's fields
-(``readout_sdk.records.FIELDS``) as BYTES ``[n, 1]``; replies carry ``result``: one JSON record per row.
+(``Family.fields``) as BYTES ``[n, 1]``; replies carry ``result``: one JSON record per row.
 A request the SDK refuses fails alone, with the SDK's message.
 
 Only importable inside Triton's Python backend (``triton_python_backend_utils``), with this SDK
@@ -23,7 +23,8 @@ import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
 from readout_sdk.profiles import Profile
-from readout_sdk.records import FIELDS, json_column, predict_groups, rows_from_columns
+from readout_sdk.families import get
+from readout_sdk.records import json_column, predict_groups, rows_from_columns
 
 ABI_PARAMETER = "readout.abi"
 GRAPH_PARAMETER = "readout.graph_model"
@@ -107,7 +108,7 @@ class TritonPythonModel:
             raise ArtifactError(f"{config['name']}: graph model {graph} ({graph_config}) is missing or carries another "
                                 "ABI record; write both models with one `readout-export triton` run")
         profile = Profile.from_json(json.loads(params[PROFILE_PARAMETER])) if params.get(PROFILE_PARAMETER) else None
-        self.fields = FIELDS[art.family]
+        self.fields = get(art.family).fields
         self.batch_size = int(params.get(BATCH_PARAMETER, "32"))
         self.engine = Engine(art, BlsRunner(graph, pb_utils, profile), target, "served by Triton through " + graph)
 

@@ -3,6 +3,10 @@
 ``call`` is what a user would time (the SDK's typed API, a peer's own encode); ``raw`` returns one
 comparable array per item (embedding vector, logits, or token logits over the item's valid rows) so
 every row's parity is measured the same way against eager PyTorch.
+
+The peers here are hand-wired on purpose (their own padding, sorting and numpy readout, as users wire
+ONNX Runtime or OpenVINO themselves): they are what the SDK is measured against, so they do not share
+the SDK's batching code (`readout_sdk.batching`).
 """
 from __future__ import annotations
 
@@ -15,9 +19,9 @@ from typing import Any, Callable
 import numpy as np
 
 from readout_sdk.artifact import Artifact
+from readout_sdk.families import get
 
 BATCH = 32
-PER_ROW = {"token_classification"}
 
 
 @dataclass
@@ -53,7 +57,7 @@ def _pad(encs: list[Any], pad_id: int, names: list[str]) -> dict[str, np.ndarray
 
 
 def _batched(tokenizer: Any, pad_id: int, names: list[str], fn: Callable[[dict[str, np.ndarray]], np.ndarray],
-             family: str) -> Callable[[list[Any]], list[np.ndarray]]:
+             per_row: bool) -> Callable[[list[Any]], list[np.ndarray]]:
     """Tokenize in one Rust call, run length-sorted batches of 32 (as sentence-transformers does), scatter
     results back; per-row outputs keep the item's valid rows."""
     def run(items: list[Any]) -> list[np.ndarray]:
@@ -63,7 +67,7 @@ def _batched(tokenizer: Any, pad_id: int, names: list[str], fn: Callable[[dict[s
             feed = _pad([encs[i] for i in idx], pad_id, names)
             result = fn(feed)
             for j, i in enumerate(idx):
-                out[i] = result[j, :len(encs[i].ids)] if family in PER_ROW else result[j]
+                out[i] = result[j, :len(encs[i].ids)] if per_row else result[j]
         return out  # type: ignore[return-value]
     return run
 
@@ -82,13 +86,13 @@ def eager_config(art: Artifact, graph: Any, tokenizer: Any) -> Config:
             out = graph(**{k: torch.from_numpy(v) for k, v in feed.items()})
         return (out[0] if isinstance(out, tuple) else out).numpy()
 
-    run = _batched(tokenizer, pad, names, fn, record["family"])
+    run = _batched(tokenizer, pad, names, fn, get(record["family"]).per_row)
     return Config("eager PyTorch (readout graph)", "eager", "fp32", run, run, extra={"output": first})
 
 
 def sentence_transformers_configs(art: Artifact) -> list[Config]:
-    """sentence-transformers `encode` with each backend it offers, where installed (embedding only)."""
-    if art.family != "embedding":
+    """sentence-transformers `encode` with each backend it offers, where installed (its families only)."""
+    if get(art.family).bench_peer != "sentence-transformers":
         return []
     root = Path(art.source.get("model", ""))
     out = []
@@ -129,9 +133,10 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     readout in numpy after it, as users wire ONNX Runtime or OpenVINO themselves; batches of 32 sorted
     by length, synchronous, as sentence-transformers' onnx / openvino backends run."""
     record = art.record
-    family = record["family"]
+    spec = get(record["family"])
+    pooled = "pool" in spec.stages  # the numpy readout after the plain graph pools; heads pass through
     pooling = (record.get("readout") or {}).get("pooling")
-    if family == "embedding" and pooling not in (["mean"], "mean"):
+    if pooled and pooling not in (["mean"], "mean"):
         why = "the plain-graph peers implement mean pooling only"
         return [Config(f"{n} (plain graph)", "peer", p, skip=why)
                 for n, p in (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"))]
@@ -142,7 +147,7 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     normalize = bool(record["output"].get("normalized"))
 
     def readout(h: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
-        if family != "embedding":
+        if not pooled:
             return h
         m = feed["attention_mask"][..., None].astype(np.float32)
         v = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
@@ -152,7 +157,7 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    ort_fn = _batched(tokenizer, pad, names, lambda f: readout(session.run(None, f)[0], f), family)
+    ort_fn = _batched(tokenizer, pad, names, lambda f: readout(session.run(None, f)[0], f), spec.per_row)
     configs.append(Config("onnxruntime + numpy readout (plain graph)", "peer", "fp32", ort_fn, ort_fn))
     for hint, precision in (("f32", "fp32"), ("bf16", "bf16")):
         name = f"openvino {precision} + numpy readout (plain graph)"
@@ -169,7 +174,7 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
                                       {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": hint})
         request = compiled.create_infer_request()
         fn = _batched(tokenizer, pad, names,
-                      lambda f, r=request, c=compiled: readout(r.infer(f)[c.outputs[0]], f), family)
+                      lambda f, r=request, c=compiled: readout(r.infer(f)[c.outputs[0]], f), spec.per_row)
         configs.append(Config(name, "peer", precision, fn, fn))
     return configs
 
@@ -226,12 +231,11 @@ def sdk_configs(art: Artifact) -> list[Config]:
 
 
 def _sdk_config(name: str, engine: Any, target: str, backend: str) -> Config:
-    family = engine.family
-    call = {"embedding": engine.embed, "token_classification": engine.tag}.get(family, engine.classify)
+    call = getattr(engine, engine.family_spec.call)
     first = engine.abi["outputs"][0]["name"]
+
     def raw(items: list[Any]) -> list[np.ndarray]:
-        outs, _, _, _ = engine._outputs(items, BATCH, False)
-        return [o[first] for o in outs]
+        return [parts[0][first] for parts in engine.raw_outputs(items, BATCH)]
 
     return Config(name, "sdk", engine.precision, lambda items: call(items, batch_size=BATCH), raw, target, backend,
                   engine=engine, extra={"streams": engine.streams, "execution": engine.execution,

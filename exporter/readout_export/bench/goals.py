@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from readout_sdk.families import get
+
 HIGH, GOOD = 0.9999, 0.99  # parity classes: min cosine for embeddings, decision agreement otherwise
 
 
@@ -33,7 +35,7 @@ def _goal(name: str, requirement: str, ratio: float | None, need: float, detail:
 
 def decide(rows: list[dict[str, Any]], machine: dict[str, Any], family: str) -> list[dict[str, Any]]:
     """One entry per goal of the performance issue: PASS, FAIL, or NOT_EVALUATED with the reason."""
-    metric = "min cosine" if family == "embedding" else "decision agreement"
+    metric = get(family).bench_metric.replace("_", " ")
     eager = _fastest(rows, ("eager",))
     goals = []
     for level, need_peer, need_eager in ((HIGH, 1.2, 2.4), (GOOD, None, 3.0)):

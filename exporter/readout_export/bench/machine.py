@@ -104,16 +104,15 @@ def peak_rss_sdk(artifact: Path, items_file: Path, call: str) -> dict[str, Any]:
     return subprocess_json(code)
 
 
-def peak_rss_eager(model_dir: Path, items_file: Path, family: str) -> dict[str, Any]:
-    """Peak RSS (MiB) of the eager peer process: sentence-transformers for embeddings, a transformers
-    pipeline otherwise."""
-    if family == "embedding":
+def peak_rss_eager(model_dir: Path, items_file: Path, peer: str) -> dict[str, Any]:
+    """Peak RSS (MiB) of the eager peer process (``Family.bench_peer``): sentence-transformers, or the
+    transformers pipeline of that task."""
+    if peer == "sentence-transformers":
         body = (f"from sentence_transformers import SentenceTransformer; "
                 f"m = SentenceTransformer({str(model_dir)!r}, device='cpu', local_files_only=True); "
                 "m.encode(items, batch_size=32); ")
     else:
-        task = "token-classification" if family == "token_classification" else "text-classification"
-        body = (f"from transformers import pipeline; p = pipeline({task!r}, model={str(model_dir)!r}, device='cpu'); "
+        body = (f"from transformers import pipeline; p = pipeline({peer!r}, model={str(model_dir)!r}, device='cpu'); "
                 "p(items, batch_size=32); ")
     code = f"import json; items = json.load(open({str(items_file)!r})); " + body + RSS_TAIL
     return subprocess_json(code)

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from readout_sdk.families import get
+
 from readout_export.bench.configs import Config
 
 
@@ -32,7 +34,7 @@ def sdk_overhead(config: Config, items: list[Any], median: float) -> dict[str, A
     import hashlib
 
     assert config.call is not None
-    runner = config.engine._runner
+    runner = config.engine.runner
     real = runner.run
     cache: dict[str, list[np.ndarray]] = {}
 
@@ -75,13 +77,6 @@ def latency(config: Config, items: list[Any], count: int, rounds: int = 3) -> di
 
 
 def agreement(family: str, got: list[np.ndarray], ref: list[np.ndarray]) -> dict[str, float]:
-    """Embedding: min / mean cosine. Classification: decision (argmax) agreement per item. Token
-    classification: argmax agreement per token. Always against eager PyTorch fp32 on the same items."""
-    if family == "embedding":
-        cos = [float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b))) for a, b in zip(got, ref)]
-        return {"min_cosine": min(cos), "mean_cosine": float(np.mean(cos))}
-    if family == "token_classification":
-        same = np.concatenate([np.argmax(a, -1) == np.argmax(b, -1) for a, b in zip(got, ref)])
-        return {"decision_agreement": float(same.mean())}
-    same = [int(np.argmax(a)) == int(np.argmax(b)) for a, b in zip(got, ref)]
-    return {"decision_agreement": float(np.mean(same))}
+    """The bench's parity column against eager PyTorch fp32 on the same items: the family's
+    (`Family.bench_agreement`: min / mean cosine for vectors, argmax agreement for heads)."""
+    return get(family).bench_agreement(got, ref)

@@ -6,6 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.families import get
+
 from readout_export.bench.run import BenchReport
 
 
@@ -84,7 +86,7 @@ def plot(report: BenchReport, path: Path) -> None:
         ax.annotate(r["name"].replace("readout-sdk ", "sdk "), (gap, r["items_per_s"]), fontsize=7,
                     xytext=(4, 3), textcoords="offset points")
     ax.set_xscale("log")
-    metric = "min cosine" if report.family == "embedding" else "decision agreement"
+    metric = get(report.family).bench_metric.replace("_", " ")
     ax.set_xlabel(f"1 - {metric} vs eager PyTorch fp32 (log; left is closer)")
     ax.set_ylabel(f"items/s at batch {report.corpus['batch_size']}")
     ax.set_title(f"{Path(report.artifact).name}: throughput vs parity (gray eager, blue peers, red this SDK)")
@@ -96,7 +98,7 @@ def plot(report: BenchReport, path: Path) -> None:
 
 def keep_in_artifact(report: BenchReport) -> None:
     """The artifact keeps bench.json (with the machine it was measured on); load(device='auto') reads it."""
-    from readout_parity.report import _write_atomic
+    from readout_sdk.atomic import write_atomic
 
-    _write_atomic(Path(report.artifact) / "bench.json", json.dumps(
-        {"machine": report.machine["id"], "rows": report.rows, "goals": report.goals}, indent=2, default=str) + "\n")
+    write_atomic(Path(report.artifact) / "bench.json", json.dumps(
+        {"machine": report.machine["id"], "rows": report.rows, "goals": report.goals}, indent=2, default=str).encode("utf-8") + b"\n")

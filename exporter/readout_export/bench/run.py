@@ -18,9 +18,7 @@ from readout_export.bench.goals import decide
 from readout_export.bench.measure import agreement, latency, throughput
 from readout_export.errors import ManifestError
 
-FAMILIES = ("embedding", "sequence_classification", "token_classification")
 BENCH_SEED = 512
-CALLS = {"embedding": "embed", "sequence_classification": "classify", "token_classification": "tag"}
 
 
 @dataclass
@@ -41,9 +39,10 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
               processes: bool = True, say: Callable[[str], None] = lambda _m: None) -> BenchReport:
     """Measure every configuration on ``items`` texts (8..148 tokens, fixed seed). ``processes``: also
     measure import time, peak RSS and installed size in fresh interpreters."""
+    from readout_export.reference import reference_graph
     from readout_parity.corpus import mixed_corpus
-    from readout_parity.reference import reference_graph
-    from readout_sdk.text import TextEncoder
+    from readout_sdk.encoder import TextEncoder
+    from readout_sdk.families import REGISTRY, get
 
     start = time.monotonic()
     # GEMM peaks first, before any runtime of a configuration holds threads or reserved cores
@@ -53,9 +52,11 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         "openvino_bf16": M.gemm_peak_openvino("bf16")}}
     art = open_artifact(path)
     family = art.family
-    if family not in FAMILIES:
-        raise ManifestError("$.family", f"bench covers {', '.join(FAMILIES)}; this artifact is {family}")
-    corpus = mixed_corpus(family, items, BENCH_SEED)
+    spec = get(family)
+    if spec.bench_peer is None:  # a family is benched where an eager peer exists to compare with
+        covered = ", ".join(f.name for f in REGISTRY.values() if f.bench_peer)
+        raise ManifestError("$.family", f"bench covers {covered}; this artifact is {family}")
+    corpus = mixed_corpus(spec, items, BENCH_SEED)
     tokenizer = TextEncoder(art.record, art.path / art.tokenizer_file).tokenizer
     lengths = [len(e.ids) for e in tokenizer.encode_batch(corpus)]
     say("building the eager reference from the source model")
@@ -101,8 +102,8 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
             json.dump(corpus, f)
         items_file = Path(f.name)
         mach["sdk_import_s"] = M.import_seconds()
-        sdk_rss = M.peak_rss_sdk(art.path, items_file, CALLS[family])
-        eager_rss = M.peak_rss_eager(Path(art.source.get("model", "")), items_file, family)
+        sdk_rss = M.peak_rss_sdk(art.path, items_file, spec.call)
+        eager_rss = M.peak_rss_eager(Path(art.source.get("model", "")), items_file, spec.bench_peer)
         mach["sdk_peak_rss_mb"] = sdk_rss.get("peak_rss_mb")
         mach["eager_peak_rss_mb"] = eager_rss.get("peak_rss_mb")
         mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}

@@ -42,11 +42,15 @@ def pieces(text: str, probs: np.ndarray, offsets: list[tuple[int, int]], special
     return out
 
 
-def _split(label: str) -> tuple[str, str]:
-    if label.startswith("B-"):
-        return "B", label[2:]
-    if label.startswith("I-"):
-        return "I", label[2:]
+def _split(label: str, scheme: str = "BIO") -> tuple[str, str]:
+    """(position, entity type) of a label under the record's tag scheme: B- begins an entity and I-
+    continues one; under BIOES, S- is a whole entity and E- ends one; any other label is its own type,
+    merged with the same label next to it."""
+    if len(label) > 2 and label[1] == "-" and label[0] in "BIES":
+        if label[0] == "I" or (label[0] == "E" and scheme == "BIOES"):
+            return ("E" if label[0] == "E" else "I"), label[2:]
+        if label[0] == "B" or (label[0] == "S" and scheme == "BIOES"):
+            return ("S" if label[0] == "S" else "B"), label[2:]
     return "I", label
 
 
@@ -72,8 +76,8 @@ def _words(items: list[Piece], mode: str, labels: list[str]) -> list[tuple[str, 
 
 
 def decode_entities(text: str, items: list[Piece], labels: list[str], mode: str,
-                    ignore: tuple[str, ...] = ("O",)) -> list[Entity]:
-    """Entities for one text under aggregation ``mode``."""
+                    ignore: tuple[str, ...] = ("O",), scheme: str = "BIO") -> list[Entity]:
+    """Entities for one text under aggregation ``mode`` and the record's tag ``scheme`` (BIO, BIOES, none)."""
     if mode not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
     if mode in ("none", "simple"):
@@ -86,15 +90,17 @@ def decode_entities(text: str, items: list[Piece], labels: list[str], mode: str,
     if mode == "none":
         return [Entity(lab, s, e, text[s:e], sc) for lab, sc, s, e in tokens if lab not in ignore]
     groups: list[list[tuple[str, float, int, int]]] = []
+    closed = True  # the previous token ended its entity (BIOES E-/S-), or there is none
     for tok in tokens:
-        bi, tag = _split(tok[0])
-        if groups and bi != "B" and tag == _split(groups[-1][-1][0])[1]:
+        pos, tag = _split(tok[0], scheme)
+        if groups and not closed and pos in ("I", "E") and tag == _split(groups[-1][-1][0], scheme)[1]:
             groups[-1].append(tok)
         else:
             groups.append([tok])
+        closed = pos in ("E", "S")
     entities = []
     for g in groups:
-        label = g[0][0].split("-", 1)[-1]
+        label = _split(g[0][0], scheme)[1]
         if label in ignore:
             continue
         start, end = g[0][2], g[-1][3]

@@ -1,0 +1,110 @@
+"""The eager PyTorch reference: the artifact's own readout, rebuilt from the source model it records,
+as a runner the parity harness compares candidates with (`readout_parity.Reference`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from readout_sdk.artifact import Artifact, open_artifact, sha256_file
+
+from readout_parity import ParityError, Reference, Report, run_parity
+
+REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
+
+
+def verify_source(art: Artifact) -> Path:
+    """The source model directory, after checking every weight file against the artifact's hashes."""
+    from readout_export.record import weights_digest
+
+    root = Path(art.source.get("model", ""))
+    if not root.is_dir():
+        raise ParityError(f"source model {root} (recorded in readout.json) is not on this machine; "
+                          "the eager reference needs it")
+    files = []
+    for w in art.source.get("weights", []):
+        path = root / w["file"]
+        if not path.is_file():
+            raise ParityError(f"source weight file {path} is missing")
+        actual = sha256_file(path)
+        if actual != w["sha256"]:
+            raise ParityError(f"source weights changed since the build: {w['file']} has sha256 {actual}, the "
+                              f"artifact was built from {w['sha256']}; refusing to compare against other weights")
+        files.append((w["file"], actual))
+    if weights_digest(files) != art.record["provenance"]["weights_sha256"]:
+        raise ParityError("source weights do not add up to the artifact's weights_sha256")
+    return root
+
+
+def reference_graph(art: Artifact) -> Any:
+    """The eager torch graph (backbone/head + readout) the artifact was exported from."""
+    from readout_export.build import assemble
+    from readout_export.manifest import Manifest
+    from readout_export.resolve import resolve
+
+    root = verify_source(art)
+    data = dict(art.extra.get("build", {}).get("manifest") or {})
+    if not data:
+        raise ParityError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
+    data["model"] = str(root)
+    data["output_dir"] = str(art.path.parent / f".{art.path.name}.parity-reference")  # never written
+    plan = resolve(Manifest(data, art.path / "manifest.json"))
+    graph, _ = assemble(plan)
+    return graph
+
+
+class EagerRunner:
+    """The eager graph behind the runner protocol (`readout_sdk.runners.Runner`). ``default_positions``
+    turns off mask-derived positions: transformers' own behaviour, for the informative left-padding row."""
+
+    backend = "torch"
+    device = "cpu"
+    providers = ("torch",)
+    streams = 1
+
+    def __init__(self, graph: Any, default_positions: bool = False):
+        self.graph = graph
+        self.default_positions = default_positions
+        self.execution = {"provider": "torch", "positions": "default" if default_positions else "rank_among_valid_rows"}
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        self.graph.compact_rows = not self.default_positions
+        try:
+            with torch.no_grad():
+                out = self.graph(**{k: torch.from_numpy(v) for k, v in feed.items()})
+        finally:
+            self.graph.compact_rows = True
+        out = out if isinstance(out, tuple) else (out,)
+        return [o.numpy() for o in out][:len(names)]
+
+    def embedded_metadata(self) -> dict[str, str]:
+        return {}  # an eager graph carries no record; it is rebuilt from the one the artifact keeps
+
+    def close(self) -> None:
+        self.graph = None
+
+
+def eager_reference(art: Artifact) -> Reference:
+    """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
+    graph = reference_graph(art)
+    return Reference(EagerRunner(graph), REFERENCE,
+                     (("eager-default-position-ids", EagerRunner(graph, default_positions=True)),))
+
+
+def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] | None = None,
+                 say: Any = None, only: Sequence[str] | None = None) -> Report:
+    """`readout-export parity`: the artifact's targets against eager PyTorch (see `run_parity`)."""
+    art = open_artifact(path)
+    reference = eager_reference(art)
+    kwargs: dict[str, Any] = {"corpus": corpus, "reference": reference, "only": only}
+    if widths is not None:
+        kwargs["widths"] = widths
+    if say is not None:
+        kwargs["say"] = say
+    try:
+        return run_parity(path, **kwargs)
+    finally:
+        reference.close()

@@ -1,0 +1,278 @@
+"""`Family`: everything one readout family means, in one object that every path asks.
+
+A family fixes its inputs (one text, a named pair, a question with choices), its ABI outputs and
+axes, the manifest and readout fields it takes, its long-input policies, its *decision* (raw named
+outputs -> typed results: the one decoder the SDK, serving and parity all run), its parity metrics,
+its serving record shape and Arrow types, the transformers head and readout stages the exporter
+builds it from, and the bench's call. Code outside `readout_sdk.families` asks the family object
+(``family.pair_roles``, ``family.input_axes``, ``family.decide(...)``) instead of testing names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+from tokenizers import Encoding
+
+from readout_sdk import agreement as A
+from readout_sdk.batching import Prepared
+from readout_sdk.decode import scores as S
+from readout_sdk.encoder import TextEncoder
+from readout_sdk.errors import AbiError, InputRefused
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output: its fixed name, dtype and logical axes.
+
+    ``batch``, ``sequence`` and ``choices`` vary per call; the other axes are release constants whose
+    sizes the record states under ``shape``.
+    """
+
+    name: str
+    dtype: str
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Head:
+    """What the exporter loads for a family (torch-side, named here so no other file tests names):
+    the transformers Auto class, the output attributes it reads, and whether each is per row."""
+
+    auto_class: str
+    attributes: tuple[str, ...]
+    per_row: tuple[bool, ...]
+
+
+class Context:
+    """What a family's encoder and decoder need from one artifact, read once at load."""
+
+    def __init__(self, record: dict[str, Any], tokenizer_path: Path):
+        self.record = record
+        self.encoder = TextEncoder(record, tokenizer_path)
+        self.labels: tuple[str, ...] = tuple(record["output"].get("labels") or ())
+        self.output: dict[str, Any] = record["output"]
+        self.long: dict[str, Any] = record["input"].get("long_inputs") or {"policy": "truncate"}
+        self.windows = self.encoder.windowed(int(self.long["stride"])) if self.long["policy"] == "windows" else None
+        trunc = self.encoder.tokenizer.truncation or {}
+        self.window_direction: str = trunc.get("direction", "right")
+        self.unk: int | None = record["input"]["special_token_ids"].get("unk")
+        self.subword_prefix: str | None = getattr(self.encoder.tokenizer.model, "continuing_subword_prefix", None)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.encoder.tokenizer
+
+    def owned_rows(self, encs: list[Encoding]) -> list[np.ndarray]:
+        """Each window's owned rows (`readout_sdk.windows`): every source token counted by one window.
+        The stride and direction are the record's, not inferred."""
+        from readout_sdk.windows import owned_rows
+
+        return owned_rows(encs, stride=int(self.long["stride"]), direction=self.window_direction)  # type: ignore[arg-type]
+
+
+class Family:
+    """One readout family. Subclasses (one module each in this package) set the class attributes and
+    override the methods their meaning needs; an instance is stateless and shared."""
+
+    name: ClassVar[str] = ""
+    outputs: ClassVar[tuple[TensorSpec, ...]] = ()
+    input_kind: ClassVar[str] = "text"            # one item is: "text", "pair" or "choices"
+    fields: ClassVar[tuple[str, ...]] = ("text",)  # named fields of a request / corpus / evaluation row
+    pair_roles: ClassVar[tuple[str, str] | None] = None  # what the first and second text of a pair are
+    single_item: ClassVar[bool] = False           # its call answers one item (QA, multiple choice)
+    label_axis: ClassVar[bool] = False            # the last output axis is the ordered label map
+    score_types: ClassVar[tuple[str, ...]] = ()   # declarable score types; the first is the default
+    calls: ClassVar[tuple[str, ...]] = ()         # the Engine methods that run it; the first is predict's
+    manifest_fields: ClassVar[frozenset[str]] = frozenset()
+    readout_fields: ClassVar[frozenset[str]] = frozenset()
+    aggregations: ClassVar[tuple[str, ...]] = ()  # long-input window aggregations; () = truncation only
+    problem_type: ClassVar[str | None] = None     # transformers' config.problem_type it must have
+    head: ClassVar[Head]
+    stages: ClassVar[tuple[str, ...]] = ()        # readout stages after the head, in order (exporter)
+    decision: ClassVar[str | None] = None         # the decision rule the record states and this SDK executes
+    record_keys: ClassVar[tuple[str, ...]] = ()   # the serving record's keys
+    metric_names: ClassVar[tuple[str, ...]] = ()  # decision-level parity metrics (raw errors come on top)
+    raw_metric_names: ClassVar[tuple[str, ...]] = ("max_abs_error", "mean_abs_error", "max_rel_error")
+    bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against
+    bench_metric: ClassVar[str] = "decision_agreement"  # the bench's parity column
+    per_row: ClassVar[bool] = False               # some output has a sequence axis
+    truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
+
+    # ---- ABI ---------------------------------------------------------------------------------
+    @property
+    def input_axes(self) -> tuple[str, ...]:
+        return ("batch", "choices", "sequence") if self.input_kind == "choices" else ("batch", "sequence")
+
+    def outputs_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[TensorSpec, ...]:
+        """The graph's outputs under a long-input policy (an aggregation may need more than the result)."""
+        return self.outputs
+
+    def stages_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[str, ...]:
+        """The readout stages the exporter composes after the head, under a long-input policy."""
+        return self.stages
+
+    @property
+    def call(self) -> str:
+        return self.calls[0]
+
+    @property
+    def pair_input(self) -> bool:
+        return self.input_kind != "text"
+
+    def check_record(self, record: Mapping[str, Any]) -> None:
+        """Refuse a record whose outputs, pair roles or decision this SDK would not execute as stated."""
+        names = [o["name"] for o in record["outputs"]]
+        want = [o.name for o in self.outputs_for(record["input"].get("long_inputs"))]
+        if names != want:
+            raise AbiError(f"ABI record $.outputs: family {self.name} fixes outputs {want}, record has {names}")
+        labels = record["output"].get("labels")
+        if self.label_axis and labels is not None and len(set(labels)) != len(labels):
+            raise AbiError("ABI record $.output.labels: labels repeat")
+        roles = record["input"].get("pair")
+        want = {"first": self.pair_roles[0], "second": self.pair_roles[1]} if self.pair_roles else None
+        if roles != want:
+            raise AbiError(f"ABI record $.input.pair: {self.name} reads pairs as {want}, record states {roles}")
+        stated = record["output"].get("decision")
+        if stated != self.decision:
+            raise AbiError(f"ABI record $.output.decision: this SDK executes {self.decision!r} for {self.name}, "
+                           f"the record states {stated!r}")
+        long = record["input"].get("long_inputs") or {"policy": "truncate"}
+        if long["policy"] == "windows" and long.get("aggregation") not in self.aggregations:
+            raise AbiError(f"ABI record $.input.long_inputs.aggregation: {self.name} combines windows by "
+                           f"{list(self.aggregations) or 'nothing (truncation only)'}, record states "
+                           f"{long.get('aggregation')!r}")
+
+    def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
+        """The record's ``output`` section for a resolved build plan (``dims``: the constant axes' sizes)."""
+        out: dict[str, Any] = {"score_type": plan.score_type, "labels": plan.labels}
+        if self.decision is not None:
+            out["decision"] = self.decision
+        return out
+
+    def readout_section(self, plan: Any) -> dict[str, Any]:
+        """Family-specific keys of the record's ``readout`` section (pooling, projection, activation)."""
+        return {}
+
+    # ---- inputs ------------------------------------------------------------------------------
+    def check_item(self, index: int, item: Any) -> Any:
+        """Type-check one input item; return it in the form :meth:`encode` takes."""
+        if self.pair_roles is None:
+            if not isinstance(item, str):
+                raise TypeError(f"item {index}: expected str, got {type(item).__name__}")
+            return item
+        check_pair(index, item, self.pair_roles)
+        return (item[0], item[1])
+
+    def row_item(self, index: int, row: Mapping[str, Any]) -> Any:
+        """One request / corpus row (a mapping of :attr:`fields`) as an input item."""
+        values = [row_field(index, row, f, self.fields) for f in self.fields]
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
+        """Each item's parts (one, or its windows when the record declares windows), zero-row checked."""
+        encoded = ctx.encoder.encode_batch(base, items, ctx.windows)
+        out = []
+        for j, enc in enumerate(encoded):
+            parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
+            for p in parts:
+                ctx.encoder.check(base + j, p, self.checked_role)
+            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None) for p in parts])
+        return out
+
+    checked_role: ClassVar[str] = "text"
+
+    # ---- decision ----------------------------------------------------------------------------
+    def options(self, ctx: Context, **given: Any) -> dict[str, Any]:
+        """The decision's options: the record's values, overridden by the call's (validated)."""
+        if given:
+            raise TypeError(f"{self.name} takes no decision options, got {sorted(given)}")
+        return {}
+
+    def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: list[Prepared],
+               truncated: bool, **options: Any) -> Any:
+        """One item's typed result from its parts' raw named outputs (the family's only decoder)."""
+        raise NotImplementedError
+
+    def collect(self, ctx: Context, results: list[Any], truncated: tuple[bool, ...]) -> Any:
+        """The call's return value from the per-item results (a list, unless the family batches them)."""
+        return results
+
+    def merged(self, ctx: Context, outs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """One text's outputs with its windows combined by the record's declared aggregation."""
+        if len(outs) == 1:
+            return outs[0]
+        how = ctx.long["aggregation"]
+        if how == "mean_probabilities":
+            return {"probabilities": np.mean([S.apply(ctx.output["score_type"], w["logits"]) for w in outs], axis=0)}
+        return {k: np.mean([w[k] for w in outs], axis=0) for k in outs[0]}  # mean / mean_logits
+
+    # ---- parity ------------------------------------------------------------------------------
+    def metrics(self, ctx: Context, items: Sequence[Any], got: Sequence[list[dict[str, np.ndarray]]],
+                ref: Sequence[list[dict[str, np.ndarray]]], parts: Sequence[list[Prepared]]) -> dict[str, float]:
+        """Every parity metric of this family: raw errors over every part, and the agreement of the
+        decisions this family's own decoder reaches on the candidate's and the reference's outputs."""
+        m = A.raw_errors([o for g in got for o in g], [o for r in ref for o in r])
+        opts = self.options(ctx)
+        a = [self.decide(ctx, it, g, p, False, **opts) for it, g, p in zip(items, got, parts)]
+        b = [self.decide(ctx, it, r, p, False, **opts) for it, r, p in zip(items, ref, parts)]
+        return m | self.agreement(ctx, a, b)
+
+    def agreement(self, ctx: Context, got: list[Any], ref: list[Any]) -> dict[str, float]:
+        """Decision-level metrics from the two runs' typed results."""
+        raise NotImplementedError
+
+    def bench_agreement(self, got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> dict[str, float]:
+        """The bench's parity column from the first raw output per item: argmax agreement (per row for
+        per-row outputs)."""
+        if self.per_row:
+            same = np.concatenate([np.argmax(a, -1) == np.argmax(b, -1) for a, b in zip(got, ref)])
+            return {"decision_agreement": float(same.mean())}
+        return {"decision_agreement": A.same_fraction([int(np.argmax(a)) for a in got], [int(np.argmax(b)) for b in ref])}
+
+    # ---- serving -----------------------------------------------------------------------------
+    def record(self, result: Any) -> dict[str, Any]:
+        """One typed result as a plain record (keys :attr:`record_keys`)."""
+        raise NotImplementedError
+
+    def records(self, result: Any) -> list[dict[str, Any]]:
+        """A call's return value as one plain record per item, in order."""
+        return [self.record(r) for r in result]
+
+    def arrow_types(self, pa: Any, labels: Sequence[str] | None) -> dict[str, Any]:
+        """The Arrow type of each record key (one fixed schema whatever a batch holds)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}>"
+
+
+# ---- helpers the family modules share ------------------------------------------------------------
+def check_pair(index: int, item: Any, roles: tuple[str, str]) -> None:
+    """A (first, second) pair of non-empty strings, each named by its role in a refusal."""
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise TypeError(f"item {index}: expected a ({roles[0]}, {roles[1]}) pair, got {type(item).__name__}")
+    for role, value in zip(roles, item):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputRefused(f"item {index}: the {role} is missing or empty")
+        if not isinstance(value, str):
+            raise TypeError(f"item {index}: the {role} must be str, got {type(value).__name__}")
+
+
+def row_field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:
+    """One named field of a request row (bytes decoded), or a refusal naming the fields rows carry."""
+    if name not in row or row[name] is None:
+        raise InputRefused(f"row {index}: missing field {name!r} (this model's rows carry: {', '.join(need)})")
+    value = row[name]
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else value
+
+
+def by_label(pa: Any, labels: Sequence[str] | None) -> Any:
+    """An Arrow struct with one float64 per label, in label order."""
+    return pa.struct([(lab, pa.float64()) for lab in labels or ()])
+
+
+def first_encoding(parts: list[Prepared]) -> Encoding:
+    return parts[0].encodings[0]

@@ -1,0 +1,56 @@
+"""cross_encoder: a score per (query, document) pair with the declared score type; rerank sorts by it."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from readout_sdk import agreement as A
+from readout_sdk.decode import scores as S
+from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.results import Scored
+
+
+class CrossEncoderFamily(Family):
+    name = "cross_encoder"
+    outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
+    input_kind = "pair"
+    fields = ("query", "document")
+    pair_roles = ("query", "document")
+    label_axis = True
+    score_types = ("sigmoid", "logit", "softmax")
+    calls = ("score_pairs", "rerank")
+    manifest_fields = frozenset({"labels", "score_type"})
+    head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
+    decision = "sort by score, descending; ties keep input order"
+    metric_names = ("rank_correlation", "topk_agreement", "argmax_agreement")
+    record_keys = ("score", "scores", "truncated")
+
+    def decide(self, ctx: Context, item: tuple[str, str], outs: list[dict[str, np.ndarray]], parts: Any,
+               truncated: bool) -> Scored:
+        values = S.apply(ctx.output["score_type"], outs[0]["logits"])
+        # the score of a multi-class cross-encoder is its last class (e.g. "entailment" / "relevant")
+        return Scored(-1, float(values[-1]), item[1], tuple(map(float, values)), truncated)
+
+    def collect(self, ctx: Context, results: list[Scored], truncated: tuple[bool, ...]) -> list[Scored]:
+        return [Scored(i, r.score, r.document, r.scores, r.truncated) for i, r in enumerate(results)]
+
+    def agreement(self, ctx: Context, got: list[Scored], ref: list[Scored]) -> dict[str, float]:
+        g = np.array([x.score for x in got])
+        r = np.array([x.score for x in ref])
+        k = min(3, len(g))
+        m = {"rank_correlation": A.spearman(g, r),
+             "topk_agreement": float(set(np.argsort(-g, kind="stable")[:k]) == set(np.argsort(-r, kind="stable")[:k]))}
+        if len(ctx.labels) > 1:
+            argmax = [int(np.argmax(x.scores)) for x in got], [int(np.argmax(x.scores)) for x in ref]
+            m["argmax_agreement"] = A.same_fraction(*argmax)
+        return m
+
+    def record(self, r: Scored) -> dict[str, Any]:
+        return {"score": r.score, "scores": list(r.scores), "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"score": pa.float64(), "scores": pa.list_(pa.float64()), "truncated": pa.bool_()}
+
+
+FAMILY = CrossEncoderFamily()

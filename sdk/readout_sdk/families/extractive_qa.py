@@ -1,0 +1,115 @@
+"""extractive_qa: answer spans in a context, found over overlapping windows.
+
+Per window, start and end scores are softmaxes over the context rows (plus [CLS], as transformers'
+QA pipeline did); the best admissible spans (start <= end, context rows, at most max_answer_length
+rows) of all windows compete, and spans map to whole words of the context (the pipeline's
+``align_to_words=True``) unless the call asks for token offsets.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from readout_sdk.batching import Prepared
+from readout_sdk.decode.spans import best_spans, window_probabilities
+from readout_sdk.decode.words import span_chars
+from readout_sdk.errors import InputRefused
+from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.results import Answer
+
+MAX_ANSWER_LENGTH = 30  # transformers' QA pipeline default, in tokens
+
+
+class ExtractiveQAFamily(Family):
+    name = "extractive_qa"
+    outputs = (TensorSpec("start_logits", "float32", ("batch", "sequence")),
+               TensorSpec("end_logits", "float32", ("batch", "sequence")))
+    input_kind = "pair"
+    fields = ("question", "context")
+    pair_roles = ("question", "context")
+    single_item = True
+    score_types = ("span_softmax",)
+    calls = ("answer",)
+    manifest_fields = frozenset({"null_policy", "stride"})
+    aggregations = ("best_span",)
+    head = Head("AutoModelForQuestionAnswering", ("start_logits", "end_logits"), (True, True))
+    decision = "best span over all windows by p_start * p_end; the null answer competes when null_policy is cls"
+    metric_names = ("span_agreement",)
+    record_keys = ("answer", "start", "end", "score", "is_null")
+    checked_role = "context"
+    truncation_strategy = "only_second"  # the question is kept whole; the context is windowed
+    per_row = True
+
+    def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
+        return super().output_section(plan, dims) | {
+            "null_policy": plan.null_policy, "window": {"stride": plan.stride, "spans_cross_windows": False},
+            "span": "start <= end, context rows only", "max_answer_length": MAX_ANSWER_LENGTH,
+            "align_to_words": True}
+
+    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
+        try:
+            return super().encode(ctx, base, items)
+        except InputRefused:
+            raise
+        except Exception as e:  # tokenizers raises a bare Exception when the question fills the window
+            raise InputRefused(f"the question is too long for max_length {ctx.encoder.max_length}: {e}") from None
+
+    def options(self, ctx: Context, top_k: int = 1, max_answer_length: int | None = None,
+                align_to_words: bool | None = None) -> dict[str, Any]:
+        if max_answer_length is None:
+            max_answer_length = int(ctx.output.get("max_answer_length", MAX_ANSWER_LENGTH))
+        for name, value in (("top_k", top_k), ("max_answer_length", max_answer_length)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if align_to_words is None:
+            align_to_words = bool(ctx.output.get("align_to_words", True))
+        return {"top_k": top_k, "max_answer_length": max_answer_length, "align_to_words": bool(align_to_words)}
+
+    def decide(self, ctx: Context, item: tuple[str, str], outs: list[dict[str, np.ndarray]],
+               parts: list[Prepared], truncated: bool, top_k: int = 1, max_answer_length: int = MAX_ANSWER_LENGTH,
+               align_to_words: bool = True) -> list[Answer]:
+        context = item[1]
+        has_null = ctx.output.get("null_policy") == "cls"
+        cls_id = ctx.record["input"]["special_token_ids"].get("cls")
+        candidates: list[tuple[float, int, int]] = []
+        null_score = None
+        for part, o in zip(parts, outs):
+            w = part.encodings[0]
+            context_rows = np.array([sid == 1 for sid in w.sequence_ids])
+            # like transformers' QA pipeline, the [CLS] row stays in the softmax whatever the null policy
+            null_row = 0 if (cls_id is not None and w.ids[0] == cls_id) or has_null else None
+            p_s, p_e = window_probabilities(o["start_logits"], o["end_logits"], context_rows, null_row)
+            if has_null and null_row is not None:
+                score = float(p_s[null_row] * p_e[null_row])
+                null_score = score if null_score is None else min(null_score, score)
+            for score, s, e in best_spans(p_s, p_e, context_rows, max_answer_length, top_k):
+                candidates.append((score, *span_chars(w, s, e, align_to_words)))
+        seen, answers = set(), []
+        for score, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
+            if (a, b) not in seen:
+                seen.add((a, b))
+                answers.append(Answer(context[a:b], a, b, score))
+        if null_score is not None:
+            answers.append(Answer("", 0, 0, null_score, is_null=True))
+            answers.sort(key=lambda x: -x.score)
+        if not answers:
+            raise InputRefused("no admissible answer span: the context is empty after truncation")
+        return answers[:top_k]
+
+    def agreement(self, ctx: Context, got: list[list[Answer]], ref: list[list[Answer]]) -> dict[str, float]:
+        best = [(g[0].start, g[0].end, g[0].is_null) for g in got], [(r[0].start, r[0].end, r[0].is_null) for r in ref]
+        return {"span_agreement": float(np.mean([a == b for a, b in zip(*best)]))}
+
+    def record(self, r: Answer) -> dict[str, Any]:
+        return {"answer": r.text, "start": r.start, "end": r.end, "score": r.score, "is_null": r.is_null}
+
+    def records(self, result: list[list[Answer]]) -> list[dict[str, Any]]:
+        return [self.record(answers[0]) for answers in result]
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"answer": pa.string(), "start": pa.int64(), "end": pa.int64(), "score": pa.float64(),
+                "is_null": pa.bool_()}
+
+
+FAMILY = ExtractiveQAFamily()

@@ -1,0 +1,62 @@
+"""late_interaction: one unit vector per kept row (ColBERT-style); scored by MaxSim."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.embedding import projection_section
+from readout_sdk.results import TokenVectors
+
+
+class LateInteractionFamily(Family):
+    name = "late_interaction"
+    outputs = (TensorSpec("token_vectors", "float32", ("batch", "sequence", "dim")),
+               TensorSpec("token_mask", "int64", ("batch", "sequence")))
+    score_types = ("maxsim",)
+    calls = ("encode_tokens",)
+    manifest_fields = frozenset({"readout"})
+    readout_fields = frozenset({"rows", "normalize"})
+    head = Head("AutoModel", ("last_hidden_state",), (True,))
+    stages = ("project", "normalize", "row_mask")
+    metric_names = ("maxsim_error",)
+    record_keys = ("token_vectors", "tokens", "truncated")
+    per_row = True
+
+    def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
+        return super().output_section(plan, dims) | {"dim": dims["dim"], "normalized": plan.normalize == "l2"}
+
+    def readout_section(self, plan: Any) -> dict[str, Any]:
+        return projection_section(plan)
+
+    def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
+               **options: Any) -> TokenVectors:
+        o = outs[0]
+        keep = o["token_mask"].astype(bool)
+        tokens = parts[0].encodings[0].tokens
+        return TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k), truncated)
+
+    def agreement(self, ctx: Context, got: list[TokenVectors], ref: list[TokenVectors]) -> dict[str, float]:
+        worst = 0.0
+        for i in range(min(8, len(got))):
+            for j in range(len(got)):
+                a = maxsim(got[i].vectors, got[j].vectors)
+                b = maxsim(ref[i].vectors, ref[j].vectors)
+                worst = max(worst, abs(a - b))
+        return {"maxsim_error": float(worst)}
+
+    def record(self, r: TokenVectors) -> dict[str, Any]:
+        return {"token_vectors": list(r.vectors), "tokens": list(r.tokens), "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"token_vectors": pa.list_(pa.list_(pa.float32())), "tokens": pa.list_(pa.string()),
+                "truncated": pa.bool_()}
+
+
+def maxsim(q: np.ndarray, d: np.ndarray) -> float:
+    """Sum over query rows of the best dot product with any document row (ColBERT MaxSim)."""
+    return float((np.asarray(q, np.float64) @ np.asarray(d, np.float64).T).max(axis=1).sum())
+
+
+FAMILY = LateInteractionFamily()

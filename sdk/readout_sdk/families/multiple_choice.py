@@ -1,0 +1,87 @@
+"""multiple_choice: the most probable of k choices for a question (softmax over the choices axis)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from readout_sdk import agreement as A
+from readout_sdk.batching import Prepared, check_items
+from readout_sdk.decode import scores as S
+from readout_sdk.errors import InputRefused
+from readout_sdk.families.base import Context, Family, Head, TensorSpec, check_pair, row_field
+from readout_sdk.families.sequence_classification import ARGMAX
+from readout_sdk.results import Choice
+
+
+class MultipleChoiceFamily(Family):
+    name = "multiple_choice"
+    outputs = (TensorSpec("logits", "float32", ("batch", "choices")),)
+    input_kind = "choices"
+    fields = ("question", "choices")
+    pair_roles = ("question", "choice")
+    single_item = True
+    score_types = ("softmax",)
+    calls = ("choose",)
+    head = Head("AutoModelForMultipleChoice", ("logits",), (False,))
+    decision = ARGMAX
+    metric_names = ("argmax_agreement", "topk_agreement")
+    record_keys = ("index", "choice", "score", "scores", "truncated")
+
+    def check_item(self, index: int, item: Any) -> tuple[str, list[str]]:
+        question, choices = item
+        options = list(check_items(choices, "choices"))
+        if not options:
+            raise InputRefused("choose() needs at least one choice")
+        for i, c in enumerate(options):
+            check_pair(i, (question, c), self.pair_roles)  # type: ignore[arg-type]
+        return question, options
+
+    def row_item(self, index: int, row: Any) -> tuple[str, list[str]]:
+        question = row_field(index, row, "question", self.fields)
+        return question, choices_field(index, row_field(index, row, "choices", self.fields))
+
+    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
+        out = []
+        for question, options in items:  # one part per question: its k (question, choice) encodings
+            encs = ctx.encoder.encode_batch(0, [(question, c) for c in options])
+            for i, enc in enumerate(encs):
+                ctx.encoder.check(i, enc)
+            out.append([Prepared(tuple(encs), any(bool(e.overflowing) for e in encs))])
+        return out
+
+    def decide(self, ctx: Context, item: tuple[str, list[str]], outs: list[dict[str, np.ndarray]], parts: Any,
+               truncated: bool, **options: Any) -> Choice:
+        probs = S.softmax(outs[0]["logits"])
+        k = S.argmax_first(probs)
+        return Choice(k, item[1][k], float(probs[k]), tuple(map(float, probs)), truncated)
+
+    def agreement(self, ctx: Context, got: list[Choice], ref: list[Choice]) -> dict[str, float]:
+        names = [f"choice {i}" for i in range(max((len(g.scores) for g in got), default=0))]
+        return {"argmax_agreement": A.same_fraction([g.index for g in got], [r.index for r in ref]),
+                "topk_agreement": A.topk_sets_agree([g.scores for g in got], [r.scores for r in ref], names, 2)}
+
+    def record(self, r: Choice) -> dict[str, Any]:
+        return {"index": r.index, "choice": r.choice, "score": r.score, "scores": list(r.scores),
+                "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"index": pa.int64(), "choice": pa.string(), "score": pa.float64(), "scores": pa.list_(pa.float64()),
+                "truncated": pa.bool_()}
+
+
+def choices_field(index: int, value: Any) -> list[str]:
+    """A list of strings, or its JSON text (how Triton BYTES tensors carry it)."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise InputRefused(f"row {index}: 'choices' must be a JSON list of strings") from None
+    if not isinstance(value, (list, tuple)) and not hasattr(value, "tolist"):
+        raise InputRefused(f"row {index}: 'choices' must be a list of strings")
+    return list(value.tolist() if hasattr(value, "tolist") else value)
+
+
+FAMILY = MultipleChoiceFamily()

@@ -1,0 +1,62 @@
+"""sequence_classification: one label per text (softmax over the ordered label map, argmax)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from readout_sdk import agreement as A
+from readout_sdk.decode import scores as S
+from readout_sdk.families.base import Context, Family, Head, TensorSpec, by_label
+from readout_sdk.results import Classification
+
+ARGMAX = "argmax; ties go to the lowest index"
+
+
+class SequenceClassificationFamily(Family):
+    name = "sequence_classification"
+    outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
+    label_axis = True
+    score_types = ("softmax",)
+    calls = ("classify",)
+    manifest_fields = frozenset({"labels", "long_inputs"})
+    aggregations = ("mean_logits", "mean_probabilities")
+    problem_type = "single_label_classification"
+    head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
+    decision = ARGMAX
+    metric_names = ("argmax_agreement", "topk_agreement")
+    record_keys = ("label", "score", "scores", "truncated")
+    bench_peer = "text-classification"
+
+    def options(self, ctx: Context, top_k: int = 1) -> dict[str, Any]:
+        if not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        return {"top_k": top_k}
+
+    def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
+               top_k: int = 1) -> Classification:
+        probs = probabilities(ctx, self.merged(ctx, outs))
+        labels = ctx.labels
+        order = sorted(range(len(labels)), key=lambda k: (-probs[k], k))
+        top = tuple((labels[k], float(probs[k])) for k in order[:top_k])
+        return Classification(top[0][0], top[0][1], dict(zip(labels, map(float, probs))), "probability", top,
+                              truncated)
+
+    def agreement(self, ctx: Context, got: list[Classification], ref: list[Classification]) -> dict[str, float]:
+        return {"argmax_agreement": A.same_fraction([g.label for g in got], [r.label for r in ref]),
+                "topk_agreement": A.topk_sets_agree([list(g.scores.values()) for g in got],
+                                                    [list(r.scores.values()) for r in ref], ctx.labels, 2)}
+
+    def record(self, r: Classification) -> dict[str, Any]:
+        return {"label": r.label, "score": r.score, "scores": dict(r.scores), "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"label": pa.string(), "score": pa.float64(), "scores": by_label(pa, labels), "truncated": pa.bool_()}
+
+
+def probabilities(ctx: Context, out: dict[str, np.ndarray]) -> np.ndarray:
+    """The declared score of each label (windows averaged as probabilities arrive as such)."""
+    return out["probabilities"] if "probabilities" in out else S.apply(ctx.output["score_type"], out["logits"])
+
+
+FAMILY = SequenceClassificationFamily()

@@ -1,0 +1,53 @@
+"""sparse: SPLADE vocabulary weights, log1p(relu(MLM logits)) max-pooled over the declared rows."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.results import SparseVector
+
+
+class SparseFamily(Family):
+    name = "sparse"
+    outputs = (TensorSpec("sparse_weights", "float32", ("batch", "vocab")),)
+    score_types = ("dot",)
+    calls = ("sparse_encode",)
+    manifest_fields = frozenset({"readout"})
+    readout_fields = frozenset({"pooling", "rows"})
+    head = Head("AutoModelForMaskedLM", ("logits",), (True,))
+    stages = ("log1p_relu", "max_pool")
+    metric_names = ("term_overlap",)
+    record_keys = ("indices", "values", "tokens", "truncated")
+
+    def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
+        return super().output_section(plan, dims) | {"vocab": dims["vocab"]}
+
+    def readout_section(self, plan: Any) -> dict[str, Any]:
+        return {"pooling": list(plan.pooling or []), "activation": "log1p_relu"}
+
+    def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
+               **options: Any) -> SparseVector:
+        w = outs[0]["sparse_weights"]
+        idx = np.flatnonzero(w > 0)
+        idx = idx[np.lexsort((idx, -w[idx]))]  # heaviest first, ties by vocabulary id
+        tokens = tuple(ctx.tokenizer.id_to_token(int(i)) or "" for i in idx)
+        return SparseVector(idx, w[idx], tokens, truncated)
+
+    def agreement(self, ctx: Context, got: list[SparseVector], ref: list[SparseVector], k: int = 10) -> dict[str, float]:
+        overlap = []
+        for g, r in zip(got, ref):  # the top-k terms each run decided (fewer where fewer are nonzero)
+            n = min(k, max(len(g.indices), len(r.indices)))
+            overlap.append(len(set(g.indices[:k].tolist()) & set(r.indices[:k].tolist())) / n if n else 1.0)
+        return {"term_overlap": float(np.mean(overlap))}
+
+    def record(self, r: SparseVector) -> dict[str, Any]:
+        return {"indices": r.indices, "values": r.values, "tokens": list(r.tokens), "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        return {"indices": pa.list_(pa.int64()), "values": pa.list_(pa.float32()), "tokens": pa.list_(pa.string()),
+                "truncated": pa.bool_()}
+
+
+FAMILY = SparseFamily()

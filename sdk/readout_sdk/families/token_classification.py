@@ -1,0 +1,82 @@
+"""token_classification: entities with character offsets (transformers' token-classification rule).
+
+Long texts may be split into windows with a stride: each source token is decided by the one window
+that owns it (where it is farthest from an edge, `readout_sdk.windows`), and entities are merged
+across window borders on the owned tokens, with offsets into the source text.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from readout_sdk import agreement as A
+from readout_sdk.decode import scores as S
+from readout_sdk.decode.tagging import AGGREGATIONS, decode_entities, pieces
+from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.results import TaggedText
+
+
+def tag_scheme(labels: list[str]) -> str:
+    """BIO/IOB2 when every label is O or B-/I-X; BIOES with E-/S-; otherwise per-token labels only."""
+    prefixes = {lab.split("-", 1)[0] for lab in labels if lab != "O"}
+    if all(lab == "O" or "-" in lab for lab in labels) and prefixes:
+        if prefixes <= {"B", "I"}:
+            return "BIO"
+        if prefixes <= {"B", "I", "E", "S"}:
+            return "BIOES"
+    return "none"
+
+
+class TokenClassificationFamily(Family):
+    name = "token_classification"
+    outputs = (TensorSpec("token_logits", "float32", ("batch", "sequence", "classes")),)
+    label_axis = True
+    score_types = ("softmax",)
+    calls = ("tag",)
+    manifest_fields = frozenset({"labels", "long_inputs"})
+    aggregations = ("owned_tokens",)
+    head = Head("AutoModelForTokenClassification", ("logits",), (True,))
+    decision = "argmax per token; entities by the tag scheme and the call's aggregation"
+    metric_names = ("entity_agreement",)
+    record_keys = ("entities", "truncated")
+    bench_peer = "token-classification"
+    per_row = True
+
+    def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
+        return super().output_section(plan, dims) | {"tag_scheme": tag_scheme(plan.labels or [])}
+
+    def options(self, ctx: Context, aggregation: str = "simple") -> dict[str, Any]:
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+        return {"aggregation": aggregation}
+
+    def decide(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
+               aggregation: str = "simple") -> TaggedText:
+        encs = [p.encodings[0] for p in parts]
+        owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
+        ps = []
+        for enc, out, own in zip(encs, outs, owned):
+            skip = enc.special_tokens_mask if own is None else [int(s or not o) for s, o in
+                                                                zip(enc.special_tokens_mask, own)]
+            ps += pieces(item, S.softmax(out["token_logits"]), enc.offsets, skip, enc.ids, enc.tokens, ctx.unk,
+                         ctx.subword_prefix)
+        entities = decode_entities(item, ps, list(ctx.labels), aggregation, scheme=ctx.output.get("tag_scheme", "BIO"))
+        return TaggedText(tuple(entities), truncated)
+
+    def agreement(self, ctx: Context, got: list[TaggedText], ref: list[TaggedText]) -> dict[str, float]:
+        def spans(t: TaggedText) -> list[tuple[str, int, int]]:
+            return [(e.label, e.start, e.end) for e in t.entities]
+        return {"entity_agreement": A.same_fraction([spans(g) for g in got], [spans(r) for r in ref])}
+
+    def record(self, r: TaggedText) -> dict[str, Any]:
+        return {"entities": [{"label": e.label, "start": e.start, "end": e.end, "text": e.text, "score": e.score}
+                             for e in r.entities], "truncated": r.truncated}
+
+    def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
+        entity = pa.struct([("label", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
+                            ("text", pa.string()), ("score", pa.float64())])
+        return {"entities": pa.list_(entity), "truncated": pa.bool_()}
+
+
+FAMILY = TokenClassificationFamily()
