@@ -103,10 +103,23 @@ def _eager_token_mean(windows, model, stride: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_token_mean_counts_each_source_token_once_on_real_minilm(build_artifact, shared):
+def _minilm_at(max_length: int, root) -> "Path":
+    """The REAL MiniLM (same weights, hard-linked) declaring a shorter max_seq_length, so windows are short."""
+    import json
+    import os
+    import shutil
+
+    dst = root / f"minilm-{max_length}"
+    shutil.copytree(synthetic.minilm_path(), dst,
+                    copy_function=lambda a, b: os.link(a, b) if a.endswith(".safetensors") else shutil.copy2(a, b))
+    (dst / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
+    return dst
+
+
+def test_token_mean_counts_each_source_token_once_on_real_minilm(build_artifact, shared, tmp_path):
     from transformers import AutoModel
 
-    minilm = synthetic.minilm_path()
+    minilm = _minilm_at(64, tmp_path)
     windows = {"policy": "windows", "stride": 16}
     token_mean = readout_sdk.load(build_artifact({"model": str(minilm), "family": "embedding", "max_length": 64,
                                                   "output_dir": "tm", "long_inputs": {**windows, "aggregation": "token_mean"}},
@@ -142,21 +155,26 @@ def test_token_mean_refuses_a_readout_it_cannot_merge(tmp_path):
     from readout_export.build import validate
     from readout_export.errors import ManifestError
 
-    doc = {"schema": "readout-export/manifest/1", "model": str(synthetic.minilm_path()), "family": "embedding",
+    model = synthetic.make_model("bert", "embedding", tmp_path / "m")
+    doc = {"schema": "readout-export/manifest/1", "model": str(model), "family": "embedding",
            "output_dir": str(tmp_path / "a"), "max_length": 64, "readout": {"pooling": "cls"},
            "long_inputs": {"policy": "windows", "stride": 8, "aggregation": "token_mean"}}
     (tmp_path / "m.json").write_text(json.dumps(doc))
-    with pytest.raises(ManifestError, match="1_Pooling|token_mean"):
+    with pytest.raises(ManifestError, match=r"\$\.long_inputs\.aggregation: token_mean .* pools \['cls'\]"):
         validate(tmp_path / "m.json")
+    doc["readout"] = {"pooling": "mean"}
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    assert validate(tmp_path / "m.json").long_inputs["aggregation"] == "token_mean"
 
 
-KOREAN = "서울특별시는 대한민국의 수도이다. Seoul has 9.7 million people and the Han river."
+KOREAN = "서울특별시는 수도이다. Seoul is big."  # one window of the QA artifact (max_length 48)
 
 
 def test_answers_are_whole_words_by_default(shared_qa):
     from test_qa_words import oracle_words
 
     tok = shared_qa.tokenizer
+    assert not tok.encode("Where?", KOREAN).overflowing  # at a window's edge a word is cut, as in the pipeline
     words = oracle_words(tok, KOREAN)
     starts, ends = {a for a, _ in words}, {b for _, b in words}
     aligned = shared_qa.answer("Where?", KOREAN, top_k=25)

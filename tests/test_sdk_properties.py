@@ -74,7 +74,7 @@ WORDS = st.sampled_from(["the", "report", "was", "written", "by", "Ada", "in", "
 def test_windows_map_every_context_token_back_to_the_source(shared_qa, words, stride):
     engine = shared_qa
     context = " ".join(words)
-    tok = engine._encoder.windowed(stride)
+    tok = engine.context.encoder.windowed(stride)
     first = tok.encode("Who?", context)
     windows = [first] + list(first.overflowing)
     seen = []

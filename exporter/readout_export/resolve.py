@@ -60,12 +60,12 @@ def resolve(manifest: Manifest) -> Plan:
     plan.opset = int(data.get("opset", 18))
     if spec.label_axis:
         _resolve_labels(plan, data)
+    if not spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
+        raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
+                                       f"{source.st_modules[1:]} on top; export it as an embedding instead")
     hook = readout_hook(family)
     if hook is not None:
         hook(plan, manifest)
-    elif source.st_modules and source.st_modules != ["Transformer"]:
-        raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
-                                       f"{source.st_modules[1:]} on top; export it as an embedding instead")
     if spec.problem_type is not None:
         declared = source.config.get("problem_type")
         if declared is not None and declared != spec.problem_type:

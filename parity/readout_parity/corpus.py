@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.families import Family
+from readout_sdk.families import REGISTRY, Family
 
 LONG = ("Transformers encode every token of a sentence into a contextual vector, and the readout decides which "
         "rows are pooled, whether special tokens count, how vectors are projected and normalized, and what the "
@@ -67,16 +67,25 @@ def load_corpus(path: str | Path, family: Family) -> list[Any]:
             raise ValueError(f"{path}:{n}: not JSON ({e})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{n}: expected a JSON object with {', '.join(family.fields)}")
-        if family.input_kind == "pair" and "first" in row and "second" in row:  # the generic pair form
-            row = dict(zip(family.fields, (row["first"], row["second"])))
+        if family.input_kind == "pair" and not all(f in row for f in family.fields):
+            row = _as_pair(row, family)
         try:
             item = family.row_item(n, row)
             items.append(family.check_item(n, item))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}:{n}: {e} (rows of {family.name} carry {', '.join(family.fields)})") from None
+            raise ValueError(f"{path}:{n}: {e}") from None
     if not items:
         raise ValueError(f"{path}: no items")
     return items
+
+
+def _as_pair(row: dict[str, Any], family: Family) -> dict[str, Any]:
+    """A pair written with another pair family's field names, or as {"first", "second"}, in ``family``'s."""
+    layouts = [("first", "second")] + [f.fields for f in REGISTRY.values() if f.input_kind == "pair"]
+    for a, b in layouts:
+        if a in row and b in row:
+            return dict(zip(family.fields, (row[a], row[b])))
+    return row
 
 
 def _sentences() -> list[str]:

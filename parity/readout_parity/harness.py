@@ -231,7 +231,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
         for label, runner in reference.informative:  # reported, never gated
             got = _regroup(run_units(runner, record, units, "left", 7), groups)
             for metric, value in fam.metrics(ctx, items, got, ref, groups).items():
-                measurements.append({"target": label, "provider": "torch", "metric": metric,
+                measurements.append({"target": label, "provider": runner.backend, "metric": metric,
                                      "measured": value, "worst_case": "left padding, batch 7", "gated": False})
     finally:
         if not ref_given:

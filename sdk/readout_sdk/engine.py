@@ -22,6 +22,7 @@ from readout_sdk.backend import choose, gpu_available, kept_measurements, provid
 from readout_sdk.batching import Prepared, Progress, check_items, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
+from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, openvino_precision
@@ -201,7 +202,6 @@ class Engine:
     def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int = 32,
                  show_progress: bool = False) -> list[Classification] | list[MultiLabel] | list[Regression]:
         """Per text: the decision the record declares (single label, multilabel, or named values)."""
-        _positive(top_k=top_k)
         return self._decide("classify", texts, batch_size, show_progress, top_k=top_k)
 
     # ---- token classification ---------------------------------------------------------------
@@ -251,8 +251,6 @@ class Engine:
     @staticmethod
     def maxsim(query: TokenVectors | np.ndarray, document: TokenVectors | np.ndarray) -> float:
         """Sum over query rows of the best dot product with any document row (ColBERT MaxSim)."""
-        from readout_sdk.families.late_interaction import maxsim
-
         q = query.vectors if isinstance(query, TokenVectors) else np.asarray(query)
         d = document.vectors if isinstance(document, TokenVectors) else np.asarray(document)
         if len(q) == 0 or len(d) == 0:

@@ -58,7 +58,7 @@ README_DIR = "readout"
 
 
 class BlsRunner:
-    """A runner (``run(names, feed) -> arrays``, as the SDK's ONNX Runtime runner) that asks another Triton model."""
+    """A runner (the SDK's protocol, `readout_sdk.runners.Runner`) that asks another Triton model."""
 
     backend = "triton"
     streams = 1
@@ -81,6 +81,12 @@ class BlsRunner:
         if response.has_error():
             raise RuntimeError(f"graph model {self.graph_model}: {response.error().message()}")
         return [pb.get_output_tensor_by_name(response, n).as_numpy() for n in names]
+
+    def embedded_metadata(self) -> dict[str, str]:
+        return {}  # the graph model's config carries the record; initialize() compares it
+
+    def close(self) -> None:
+        """Nothing to release: the graph model belongs to Triton."""
 
 
 class TritonPythonModel:
@@ -127,4 +133,6 @@ class TritonPythonModel:
         return responses
 
     def finalize(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
         self.engine = None

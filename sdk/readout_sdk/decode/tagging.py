@@ -100,7 +100,7 @@ def decode_entities(text: str, items: list[Piece], labels: list[str], mode: str,
         closed = pos in ("E", "S")
     entities = []
     for g in groups:
-        label = _split(g[0][0], scheme)[1]
+        label = g[0][0].split("-", 1)[-1]  # as transformers' pipeline names an entity group
         if label in ignore:
             continue
         start, end = g[0][2], g[-1][3]

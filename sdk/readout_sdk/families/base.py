@@ -118,10 +118,6 @@ class Family:
     def call(self) -> str:
         return self.calls[0]
 
-    @property
-    def pair_input(self) -> bool:
-        return self.input_kind != "text"
-
     def check_record(self, record: Mapping[str, Any]) -> None:
         """Refuse a record whose outputs, pair roles or decision this SDK would not execute as stated."""
         names = [o["name"] for o in record["outputs"]]
@@ -135,8 +131,8 @@ class Family:
         want = {"first": self.pair_roles[0], "second": self.pair_roles[1]} if self.pair_roles else None
         if roles != want:
             raise AbiError(f"ABI record $.input.pair: {self.name} reads pairs as {want}, record states {roles}")
-        stated = record["output"].get("decision")
-        if stated != self.decision:
+        stated = record["output"].get("decision")  # records before the registry stated none for some families
+        if stated is not None and stated != self.decision:
             raise AbiError(f"ABI record $.output.decision: this SDK executes {self.decision!r} for {self.name}, "
                            f"the record states {stated!r}")
         long = record["input"].get("long_inputs") or {"policy": "truncate"}
@@ -216,9 +212,18 @@ class Family:
         decisions this family's own decoder reaches on the candidate's and the reference's outputs."""
         m = A.raw_errors([o for g in got for o in g], [o for r in ref for o in r])
         opts = self.options(ctx)
-        a = [self.decide(ctx, it, g, p, False, **opts) for it, g, p in zip(items, got, parts)]
-        b = [self.decide(ctx, it, r, p, False, **opts) for it, r, p in zip(items, ref, parts)]
+        a = [self._decided(ctx, it, g, p, opts) for it, g, p in zip(items, got, parts)]
+        b = [self._decided(ctx, it, r, p, opts) for it, r, p in zip(items, ref, parts)]
         return m | self.agreement(ctx, a, b)
+
+    def _decided(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: list[Prepared],
+                 opts: dict[str, Any]) -> Any:
+        """The decision, or None where the outputs admit none (e.g. NaN QA logits): a disagreement to
+        report, never a crash of the whole parity run."""
+        try:
+            return self.decide(ctx, item, outs, parts, False, **opts)
+        except InputRefused:
+            return None
 
     def agreement(self, ctx: Context, got: list[Any], ref: list[Any]) -> dict[str, float]:
         """Decision-level metrics from the two runs' typed results."""
@@ -274,5 +279,3 @@ def by_label(pa: Any, labels: Sequence[str] | None) -> Any:
     return pa.struct([(lab, pa.float64()) for lab in labels or ()])
 
 
-def first_encoding(parts: list[Prepared]) -> Encoding:
-    return parts[0].encodings[0]

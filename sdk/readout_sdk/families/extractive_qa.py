@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from readout_sdk import agreement as A
 from readout_sdk.batching import Prepared
 from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.words import span_chars
@@ -53,7 +54,8 @@ class ExtractiveQAFamily(Family):
         except InputRefused:
             raise
         except Exception as e:  # tokenizers raises a bare Exception when the question fills the window
-            raise InputRefused(f"the question is too long for max_length {ctx.encoder.max_length}: {e}") from None
+            raise InputRefused(f"item {base}: the question leaves no room for the context in max_length "
+                               f"{ctx.encoder.max_length} ({e})") from None
 
     def options(self, ctx: Context, top_k: int = 1, max_answer_length: int | None = None,
                 align_to_words: bool | None = None) -> dict[str, Any]:
@@ -98,8 +100,9 @@ class ExtractiveQAFamily(Family):
         return answers[:top_k]
 
     def agreement(self, ctx: Context, got: list[list[Answer]], ref: list[list[Answer]]) -> dict[str, float]:
-        best = [(g[0].start, g[0].end, g[0].is_null) for g in got], [(r[0].start, r[0].end, r[0].is_null) for r in ref]
-        return {"span_agreement": float(np.mean([a == b for a, b in zip(*best)]))}
+        def best(answers: list[Answer] | None) -> tuple[int, int, bool] | None:
+            return (answers[0].start, answers[0].end, answers[0].is_null) if answers else None
+        return {"span_agreement": A.same_fraction([best(g) for g in got], [best(r) for r in ref])}
 
     def record(self, r: Answer) -> dict[str, Any]:
         return {"answer": r.text, "start": r.start, "end": r.end, "score": r.score, "is_null": r.is_null}

@@ -29,6 +29,8 @@ class MultipleChoiceFamily(Family):
     record_keys = ("index", "choice", "score", "scores", "truncated")
 
     def check_item(self, index: int, item: Any) -> tuple[str, list[str]]:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"item {index}: expected (question, choices), got {type(item).__name__}")
         question, choices = item
         options = list(check_items(choices, "choices"))
         if not options:

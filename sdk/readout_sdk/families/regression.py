@@ -7,6 +7,7 @@ import numpy as np
 
 from readout_sdk import agreement as A
 from readout_sdk.families.base import Context, Family, Head, TensorSpec, by_label
+from readout_sdk.families.sequence_classification import positive_top_k
 from readout_sdk.results import Regression
 
 
@@ -25,7 +26,8 @@ class RegressionFamily(Family):
     record_keys = ("values", "truncated")
 
     def options(self, ctx: Context, top_k: int = 1) -> dict[str, Any]:
-        return {}  # top_k is accepted for classify()'s one signature
+        positive_top_k(top_k)  # top_k is checked for classify()'s one signature
+        return {}
 
     def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                **options: Any) -> Regression:

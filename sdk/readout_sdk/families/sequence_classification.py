@@ -29,9 +29,7 @@ class SequenceClassificationFamily(Family):
     bench_peer = "text-classification"
 
     def options(self, ctx: Context, top_k: int = 1) -> dict[str, Any]:
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-        return {"top_k": top_k}
+        return {"top_k": positive_top_k(top_k)}
 
     def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                top_k: int = 1) -> Classification:
@@ -52,6 +50,13 @@ class SequenceClassificationFamily(Family):
 
     def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
         return {"label": pa.string(), "score": pa.float64(), "scores": by_label(pa, labels), "truncated": pa.bool_()}
+
+
+def positive_top_k(top_k: Any) -> int:
+    """classify()'s top_k, checked the same for every family that takes it."""
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    return top_k
 
 
 def probabilities(ctx: Context, out: dict[str, np.ndarray]) -> np.ndarray:

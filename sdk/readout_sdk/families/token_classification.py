@@ -55,8 +55,11 @@ class TokenClassificationFamily(Family):
                aggregation: str = "simple") -> TaggedText:
         encs = [p.encodings[0] for p in parts]
         owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
+        windows = list(zip(encs, outs, owned))
+        if ctx.window_direction == "left":  # tokenizers lists left-truncated windows from the end of the text
+            windows.reverse()
         ps = []
-        for enc, out, own in zip(encs, outs, owned):
+        for enc, out, own in windows:
             skip = enc.special_tokens_mask if own is None else [int(s or not o) for s, o in
                                                                 zip(enc.special_tokens_mask, own)]
             ps += pieces(item, S.softmax(out["token_logits"]), enc.offsets, skip, enc.ids, enc.tokens, ctx.unk,
