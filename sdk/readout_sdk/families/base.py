@@ -21,6 +21,7 @@ from readout_sdk.batching import Prepared
 from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
+from readout_sdk.windows import owned_rows
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,6 @@ class Context:
     def owned_rows(self, encs: list[Encoding]) -> list[np.ndarray]:
         """Each window's owned rows (`readout_sdk.windows`): every source token counted by one window.
         The stride and direction are the record's, not inferred."""
-        from readout_sdk.windows import owned_rows
-
         return owned_rows(encs, stride=int(self.long["stride"]), direction=self.window_direction)  # type: ignore[arg-type]
 
 
@@ -98,7 +97,6 @@ class Family:
     raw_metric_names: ClassVar[tuple[str, ...]] = ("max_abs_error", "mean_abs_error", "max_rel_error")
     bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against
     bench_metric: ClassVar[str] = "decision_agreement"  # the bench's parity column
-    per_row: ClassVar[bool] = False               # some output has a sequence axis
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
 
     # ---- ABI ---------------------------------------------------------------------------------
@@ -113,6 +111,11 @@ class Family:
     def stages_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[str, ...]:
         """The readout stages the exporter composes after the head, under a long-input policy."""
         return self.stages
+
+    @property
+    def per_row(self) -> bool:
+        """Some output has a value per row (a sequence axis)."""
+        return any("sequence" in o.axes for o in self.outputs)
 
     @property
     def call(self) -> str:

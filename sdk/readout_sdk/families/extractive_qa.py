@@ -40,7 +40,6 @@ class ExtractiveQAFamily(Family):
     record_keys = ("answer", "start", "end", "score", "is_null")
     checked_role = "context"
     truncation_strategy = "only_second"  # the question is kept whole; the context is windowed
-    per_row = True
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {
@@ -54,8 +53,8 @@ class ExtractiveQAFamily(Family):
         except InputRefused:
             raise
         except Exception as e:  # tokenizers raises a bare Exception when the question fills the window
-            raise InputRefused(f"item {base}: the question leaves no room for the context in max_length "
-                               f"{ctx.encoder.max_length} ({e})") from None
+            raise InputRefused(f"item {base}: the question is too long for max_length {ctx.encoder.max_length}: "
+                               f"it leaves no room for the context ({e})") from None
 
     def options(self, ctx: Context, top_k: int = 1, max_answer_length: int | None = None,
                 align_to_words: bool | None = None) -> dict[str, Any]:

@@ -41,7 +41,6 @@ class TokenClassificationFamily(Family):
     metric_names = ("entity_agreement",)
     record_keys = ("entities", "truncated")
     bench_peer = "token-classification"
-    per_row = True
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {"tag_scheme": tag_scheme(plan.labels or [])}
