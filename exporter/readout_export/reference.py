@@ -63,8 +63,9 @@ class EagerRunner:
     providers = ("torch",)
     streams = 1
 
-    def __init__(self, graph: Any, default_positions: bool = False):
+    def __init__(self, graph: Any, output_names: Sequence[str], default_positions: bool = False):
         self.graph = graph
+        self.output_names = list(output_names)  # the graph's outputs, in the record's order
         self.default_positions = default_positions
         self.execution = {"provider": "torch", "positions": "default" if default_positions else "rank_among_valid_rows"}
 
@@ -78,7 +79,8 @@ class EagerRunner:
         finally:
             self.graph.compact_rows = True
         out = out if isinstance(out, tuple) else (out,)
-        return [o.numpy() for o in out][:len(names)]
+        by_name = dict(zip(self.output_names, (o.numpy() for o in out)))
+        return [by_name[n] for n in names]
 
     def embedded_metadata(self) -> dict[str, str]:
         return {}  # an eager graph carries no record; it is rebuilt from the one the artifact keeps
@@ -90,8 +92,9 @@ class EagerRunner:
 def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
     graph = reference_graph(art)
-    return Reference(EagerRunner(graph), REFERENCE,
-                     (("eager-default-position-ids", EagerRunner(graph, default_positions=True)),))
+    names = [o["name"] for o in art.record["outputs"]]
+    return Reference(EagerRunner(graph, names), REFERENCE,
+                     (("eager-default-position-ids", EagerRunner(graph, names, default_positions=True)),))
 
 
 def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] | None = None,

@@ -85,7 +85,9 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         row["gflops"] = useful / 1e9 * row["items_per_s"] / len(corpus)
         row.update(cfg.extra)
         rows.append(row)
-        cfg.call = cfg.raw = cfg.engine = None  # release its sessions and threads before the next one runs
+        if cfg.engine is not None:  # release its sessions and threads before the next one runs
+            cfg.engine.close()
+        cfg.call = cfg.raw = cfg.engine = None
         gc.collect()
     eager_speed = max((r["items_per_s"] for r in rows if r["kind"] == "eager" and r.get("items_per_s")), default=None)
     for r in rows:
