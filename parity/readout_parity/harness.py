@@ -186,6 +186,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     try:
         say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
         ref = _regroup(run_units(reference.runner, record, units, "right", 1), groups)
+        ref_decided = fam.decisions(ctx, items, ref, groups)  # once; every grid cell compares with it
         overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
@@ -208,7 +209,8 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                         for width in widths:
                             say(f"{tname} on {provider}: {side} padding, batch {width}")
                             got = _regroup(run_units(runner, record, units, side, width), groups)
-                            _worst(worst, fam.metrics(ctx, items, got, ref, groups), f"{side} padding, batch {width}")
+                            _worst(worst, fam.metrics(ctx, items, got, ref, groups, ref_decided),
+                                   f"{side} padding, batch {width}")
                 finally:
                     runner.close()
                 budgets = budgets_for(target.precision, overrides)
@@ -230,7 +232,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                                             "will run it"))
         for label, runner in reference.informative:  # reported, never gated
             got = _regroup(run_units(runner, record, units, "left", 7), groups)
-            for metric, value in fam.metrics(ctx, items, got, ref, groups).items():
+            for metric, value in fam.metrics(ctx, items, got, ref, groups, ref_decided).items():
                 measurements.append({"target": label, "provider": runner.backend, "metric": metric,
                                      "measured": value, "worst_case": "left padding, batch 7", "gated": False})
     finally:

@@ -95,7 +95,8 @@ class Engine:
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
         self.family_spec: Family = get(self.family)
-        self.labels: tuple[str, ...] | None = tuple(self.abi["output"]["labels"]) if self.abi["output"].get("labels") else None
+        self.context = Context(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
+        self.labels: tuple[str, ...] | None = self.context.labels or None
         self.target = target
         self.precision = target.precision
         self.runner = runner
@@ -108,7 +109,6 @@ class Engine:
         self.max_batch_tokens = max_batch_tokens
         self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
         self._names = [o["name"] for o in self.abi["outputs"]]
-        self.context = Context(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
         self._closed = False
 
     @property

@@ -59,6 +59,7 @@ class Context:
         self.windows = self.encoder.windowed(int(self.long["stride"])) if self.long["policy"] == "windows" else None
         trunc = self.encoder.tokenizer.truncation or {}
         self.window_direction: str = trunc.get("direction", "right")
+        self.inserted_ids = np.array(sorted(self.encoder.inserted), np.int64)  # ids the tokenizer adds
         self.unk: int | None = record["input"]["special_token_ids"].get("unk")
         self.subword_prefix: str | None = getattr(self.encoder.tokenizer.model, "continuing_subword_prefix", None)
 
@@ -98,6 +99,7 @@ class Family:
     bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against
     bench_metric: ClassVar[str] = "decision_agreement"  # the bench's parity column
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
+    checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property
@@ -181,8 +183,6 @@ class Family:
             out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None) for p in parts])
         return out
 
-    checked_role: ClassVar[str] = "text"
-
     # ---- decision ----------------------------------------------------------------------------
     def options(self, ctx: Context, **given: Any) -> dict[str, Any]:
         """The decision's options: the record's values, overridden by the call's (validated)."""
@@ -209,24 +209,29 @@ class Family:
         return {k: np.mean([w[k] for w in outs], axis=0) for k in outs[0]}  # mean / mean_logits
 
     # ---- parity ------------------------------------------------------------------------------
-    def metrics(self, ctx: Context, items: Sequence[Any], got: Sequence[list[dict[str, np.ndarray]]],
-                ref: Sequence[list[dict[str, np.ndarray]]], parts: Sequence[list[Prepared]]) -> dict[str, float]:
-        """Every parity metric of this family: raw errors over every part, and the agreement of the
-        decisions this family's own decoder reaches on the candidate's and the reference's outputs."""
-        m = A.raw_errors([o for g in got for o in g], [o for r in ref for o in r])
+    def decisions(self, ctx: Context, items: Sequence[Any], outs: Sequence[list[dict[str, np.ndarray]]],
+                  parts: Sequence[list[Prepared]]) -> list[Any]:
+        """This family's decision per item (default options), or None where the outputs admit none (e.g.
+        NaN QA logits): a disagreement to report, never a crash of the whole parity run."""
         opts = self.options(ctx)
-        a = [self._decided(ctx, it, g, p, opts) for it, g, p in zip(items, got, parts)]
-        b = [self._decided(ctx, it, r, p, opts) for it, r, p in zip(items, ref, parts)]
-        return m | self.agreement(ctx, a, b)
+        out = []
+        for item, o, p in zip(items, outs, parts):
+            try:
+                out.append(self.decide(ctx, item, o, p, False, **opts))
+            except InputRefused:
+                out.append(None)
+        return out
 
-    def _decided(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: list[Prepared],
-                 opts: dict[str, Any]) -> Any:
-        """The decision, or None where the outputs admit none (e.g. NaN QA logits): a disagreement to
-        report, never a crash of the whole parity run."""
-        try:
-            return self.decide(ctx, item, outs, parts, False, **opts)
-        except InputRefused:
-            return None
+    def metrics(self, ctx: Context, items: Sequence[Any], got: Sequence[list[dict[str, np.ndarray]]],
+                ref: Sequence[list[dict[str, np.ndarray]]], parts: Sequence[list[Prepared]],
+                ref_decisions: list[Any] | None = None) -> dict[str, float]:
+        """Every parity metric of this family: raw errors over every part, and the agreement of the
+        decisions this family's own decoder reaches on the candidate's and the reference's outputs
+        (``ref_decisions``: the reference's, decided once per run by the caller)."""
+        m = A.raw_errors([o for g in got for o in g], [o for r in ref for o in r])
+        if ref_decisions is None:
+            ref_decisions = self.decisions(ctx, items, ref, parts)
+        return m | self.agreement(ctx, self.decisions(ctx, items, got, parts), ref_decisions)
 
     def agreement(self, ctx: Context, got: list[Any], ref: list[Any]) -> dict[str, float]:
         """Decision-level metrics from the two runs' typed results."""

@@ -59,11 +59,10 @@ class EmbeddingFamily(Family):
         """The mean over every source token's contextual row, each counted once: owned rows only, one global
         (sum, count) over all windows (never a mean of window means)."""
         content_only = ctx.record["readout"]["rows"] == "content"
-        inserted = ctx.encoder.inserted
         total = np.zeros(outs[0]["pooled_rows"].shape[-1], np.float64)
         count = 0
         for out, enc, own in zip(outs, encs, ctx.owned_rows(encs)):
-            pooled = own & ~np.isin(enc.ids, list(inserted)) if content_only else own
+            pooled = own & ~np.isin(enc.ids, ctx.inserted_ids) if content_only else own
             total += out["pooled_rows"][pooled].astype(np.float64).sum(0)
             count += int(pooled.sum())
         return total / max(count, 1)
