@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from readout_sdk.abi import family_spec, validate_record
 from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
+from readout_sdk.lifecycle import derive
 
 from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
@@ -173,7 +174,9 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.onnx_export import check_export, check_runs, example_inputs, export_onnx
     from readout_export.fp16 import make_fp16_graph
     from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
+    from readout_export.architecture import describe
     from readout_export.record import build_record, weights_digest
+    from readout_export.weights import plan_digests
 
     _quiet_libraries()
     for note in plan.notes:
@@ -185,7 +188,6 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
     graph, core = assemble(plan)
-    model_config = core.model.config
     inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types)
     with torch.no_grad():
         sample = graph(**inputs)
@@ -203,10 +205,10 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         for p in sorted(d.path.glob("*")):
             if p.name in ("model.safetensors", "pytorch_model.bin"):
                 weight_files.append((str(p.relative_to(plan.source.root)), sha256_file(p)))
-    head = type(core.model).__name__ if spec.head.auto_class != "AutoModel" else None  # a task head, by class
+    arch = describe(plan)
+    step("hashing weights by tensor name (backbone apart from head) for the layered identity")
     record = build_record(
-        plan, tok, width=int(model_config.hidden_size), out_dims=out_dims, token_types=core.takes_token_types,
-        architecture=type(getattr(core.model, "base_model", core.model)).__name__, head=head,
+        plan, tok, out_dims=out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
         weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions())
     validate_record(record)
@@ -257,5 +259,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     }
     if pending:
         meta["compile"] = pending
+    meta["serving"] = {"min_parity": plan.min_parity}
+    meta["lifecycle"] = derive(staging, record).to_json()  # DRAFT: no evidence yet
     (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

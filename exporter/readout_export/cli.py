@@ -231,9 +231,9 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
     sys.exit(report.exit_code())
 
 
-from readout_export import scale_cli  # noqa: E402  (triton, serve, encode: torch-free commands)
+from readout_export import release_cli, scale_cli  # noqa: E402  (verify, diff, promote; triton, serve, encode)
 
-for _command in scale_cli.COMMANDS:
+for _command in (*release_cli.COMMANDS, *scale_cli.COMMANDS):
     main.add_command(_command)
 
 if __name__ == "__main__":

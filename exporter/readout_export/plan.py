@@ -34,6 +34,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known
     long_inputs: dict[str, Any] = field(default_factory=lambda: {"policy": "truncate"})
+    min_parity: dict[str, float] | None = None  # what a default load may trade (None: the most precise target)
 
     @property
     def output_dir(self) -> Path:

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import ABI_VERSION, family_spec
+from readout_sdk.identity import compute as compute_identity
 
 from readout_export import __version__
+from readout_export.architecture import Architecture
 from readout_export.plan import Plan
 from readout_export.tokenizer_io import TokenizerInfo
 
@@ -20,11 +22,13 @@ def weights_digest(files: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[str, int],
-                 token_types: bool, architecture: str, head: str | None, weights_sha256: str,
-                 tokenizer_sha256: str, source_tokenizer_sha256: str | None, versions: dict[str, str]) -> dict[str, Any]:
-    """Return the record embedded in every graph and in readout.json."""
+def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], arch: Architecture,
+                 weights: dict[str, Any], weights_sha256: str, tokenizer_sha256: str,
+                 source_tokenizer_sha256: str | None, versions: dict[str, str]) -> dict[str, Any]:
+    """Return the record embedded in every graph and in readout.json, its layered identity included
+    (``weights``: the digests by tensor name, `readout_export.weights.plan_digests`)."""
     spec = family_spec(plan.family)
+    width, token_types, architecture, head = arch.width, arch.token_types, arch.backbone, arch.head
     inputs = [{"name": "input_ids", "dtype": "int64", "axes": list(spec.input_axes)},
               {"name": "attention_mask", "dtype": "int64", "axes": list(spec.input_axes)}]
     if token_types:
@@ -75,6 +79,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, width: int, out_dims: dict[s
             "python": platform.python_version(),
         },
     }
+    record["identity"] = compute_identity(record, weights)
     return record
 
 

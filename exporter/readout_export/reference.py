@@ -99,8 +99,14 @@ def eager_reference(art: Artifact) -> Reference:
 
 def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] | None = None,
                  say: Any = None, only: Sequence[str] | None = None) -> Report:
-    """`readout-export parity`: the artifact's targets against eager PyTorch (see `run_parity`)."""
+    """`readout-export parity`: reconciliation of the semantic record with the source model, then the
+    artifact's targets against eager PyTorch (see `run_parity`); reconciliation's checks come first."""
+    from readout_export.reconcile import reconcile
+
     art = open_artifact(path)
+    recon = reconcile(art)
+    for line in recon.lines():
+        (say or (lambda _m: None))(line)
     reference = eager_reference(art)
     kwargs: dict[str, Any] = {"corpus": corpus, "reference": reference, "only": only}
     if widths is not None:
@@ -108,6 +114,9 @@ def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Seq
     if say is not None:
         kwargs["say"] = say
     try:
-        return run_parity(path, **kwargs)
+        report = run_parity(path, **kwargs)
     finally:
         reference.close()
+    report.checks = recon.checks() + report.checks
+    report.reconciliation = recon.to_json()
+    return report

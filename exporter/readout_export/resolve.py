@@ -78,7 +78,20 @@ def resolve(manifest: Manifest) -> Plan:
     _resolve_tokenizer(plan)
     if "long_inputs" in data:
         _resolve_long_inputs(plan, data["long_inputs"])
+    if "min_parity" in data.get("serving", {}):
+        _resolve_min_parity(plan, data["serving"]["min_parity"])
     return plan
+
+
+def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
+    spec = family_spec(plan.family)
+    known = (*spec.metric_names, *spec.raw_metric_names)
+    for metric, value in floor.items():
+        if metric not in known:
+            raise ManifestError(f"$.serving.min_parity.{metric}", f"{plan.family} measures {list(known)}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ManifestError(f"$.serving.min_parity.{metric}", f"expected a finite number, got {value}")
+    plan.min_parity = {k: float(v) for k, v in floor.items()}
 
 
 def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:

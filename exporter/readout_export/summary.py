@@ -51,4 +51,31 @@ def summarize(art: Artifact) -> str:
                  f"onnx {prov['onnx']}, opset {prov['opset']}")
     parity = art.extra.get("parity")
     lines.append(f"  parity     {parity['summary'] if parity else 'NOT_EVALUATED (run readout-export parity)'}")
+    lines += _identity_lines(art)
     return "\n".join(lines)
+
+
+def _identity_lines(art: Artifact) -> list[str]:
+    """Release id and layer digests, the lifecycle state and what it rests on, and what a default load runs."""
+    from readout_sdk.backend import DeviceUnavailable, choose, kept_evidence
+    from readout_sdk.lifecycle import derive
+
+    ident = art.identity
+    if ident is None:
+        return ["  identity   none (built before readout-identity/1): rebuild to get layer digests and a release id"]
+    lines = [f"  release    {ident.release_id}",
+             "  layers     " + ", ".join(f"{k} {v[:12]}" for k, v in ident.layers.items())]
+    state = derive(art.path, art.record)
+    lines.append(f"  lifecycle  {state.state}" + "".join(f"; rests on {e['file']}: {e['shows']}" for e in state.rests_on))
+    for m in state.missing:
+        lines.append(f"             next: {m}")
+    stored = (art.extra.get("lifecycle") or {}).get("state")
+    if stored is not None and stored != state.state:
+        lines.append(f"  lifecycle  MISMATCH: readout.json says {stored}; its evidence supports {state.state}")
+    floor = (art.extra.get("serving") or {}).get("min_parity")
+    try:
+        pick = choose(art.targets, None, "cpu", "auto", floor, kept_evidence(art.path, ident.release_id))
+        lines.append(f"  default    load(device='cpu') runs {pick.target.name} on {pick.backend}: {pick.reason}")
+    except DeviceUnavailable as e:
+        lines.append(f"  default    load(device='cpu') cannot run here: {e}")
+    return lines

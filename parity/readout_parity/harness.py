@@ -56,6 +56,8 @@ class Report:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     machine: str = ""
+    release_id: str | None = None  # the identity this evidence is for (readout_sdk.identity)
+    reconciliation: dict[str, Any] | None = None  # the semantic record against the source (exporter)
 
     def counts(self) -> dict[str, int]:
         out = {"PASS": 0, "FAIL": 0, "NOT_EVALUATED": 0}
@@ -244,4 +246,4 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
             "batch_widths": list(widths)}
     return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,
-                  machine_id())
+                  machine_id(), (record.get("identity") or {}).get("release_id"))

@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
 from readout_sdk.atomic import write_atomic
+from readout_sdk.lifecycle import refresh
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -70,8 +71,13 @@ def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
 
         old = json.loads((root / "parity.json").read_text(encoding="utf-8"))
         if old.get("machine") == report.machine:
-            kept = [Check(**c) for c in old.get("checks", []) if c["target"] not in only]
+            fresh = set(only) | {c.target for c in report.checks}
+            kept = [Check(**c) for c in old.get("checks", []) if c["target"] not in fresh]
+            if old.get("release_id") != report.release_id:  # evidence of another release is not kept
+                kept = []
             report.checks = kept + report.checks
+            if report.reconciliation is None and kept:
+                report.reconciliation = old.get("reconciliation")
     doc = to_json(report)
     _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
@@ -79,3 +85,4 @@ def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
     meta["parity"] = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
                                  f"(see parity.json)", **n, "file": "parity.json"}
     _write_atomic(root / "readout.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    refresh(root)  # the lifecycle state this evidence supports

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import METADATA_KEY, AbiError, validate_record
+from readout_sdk.identity import Identity, IdentityError
 
 ARTIFACT_FILE = "readout.json"
 
@@ -86,6 +87,11 @@ class Artifact:
     def family(self) -> str:
         return self.record["family"]
 
+    @property
+    def identity(self) -> "Identity | None":
+        """The layered identity (checked at open), or None for a record built before readout-identity/1."""
+        return Identity.of(self.record) if "identity" in self.record else None
+
     def target(self, fmt: str, precision: str) -> Target:
         """Return the target of this format and precision or raise naming what exists."""
         for t in self.targets:
@@ -158,7 +164,16 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         raise ArtifactError(f"{meta_path}: a target entry has unknown fields ({e})") from None
     if not targets:
         raise ArtifactError(f"{meta_path}: lists no targets")
+    if "identity" in record:
+        try:
+            Identity.of(record)
+        except IdentityError as e:
+            raise ArtifactError(f"{meta_path}: {e}") from None
     tok = meta["tokenizer"]
+    if tok.get("file") != record["input"]["tokenizer_file"] or tok.get("sha256") != record["provenance"]["tokenizer_sha256"]:
+        raise ArtifactError(f"{meta_path}: tokenizer {tok.get('file')!r} ({tok.get('sha256')}) is not the one the ABI "
+                            f"record names ({record['input']['tokenizer_file']!r}, "
+                            f"{record['provenance']['tokenizer_sha256']})")
     _verify_hash(root, tok["file"], tok["sha256"])
     verified: set[tuple[str, str]] = set()
     for t in targets if graphs else ():

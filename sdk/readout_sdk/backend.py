@@ -108,6 +108,28 @@ class Selection:
     reason: str
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What an artifact keeps about its targets on this kind of machine, for this release: the worst value
+    of each parity metric per (target, backend) whose every parity check passed, and bench items/s."""
+
+    parity: dict[tuple[str, str], dict[str, float]]
+    speed: dict[tuple[str, str], float]
+
+
+def meets(worst: dict[str, float], floor: dict[str, float]) -> bool:
+    """Whether measured worst values meet a floor (names ending in 'error' are maxima, the rest minima)."""
+    for metric, bound in floor.items():
+        value = worst.get(metric)
+        if value is None or (value > bound if metric.endswith("error") else value < bound):
+            return False
+    return True
+
+
+def _floor_text(floor: dict[str, float]) -> str:
+    return ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in floor.items())
+
+
 def _candidates(targets, precision: str | None, backend: str, device: str,
                 name: str | None = None) -> list[tuple[Any, str]]:
     pairs = []
@@ -135,10 +157,12 @@ def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int, int]:
 
 
 def choose(targets, precision: str | None, device: str, backend: str = "auto",
-           measured: dict[tuple[str, str], float] | None = None, target: str | None = None) -> Selection:
-    """Pick (target, backend). Explicit choices are honoured or refused with what exists; otherwise the
-    fastest pair that passed parity on this machine (``measured``: items/s of such pairs, from the
-    artifact's kept bench and parity reports), else the most precise target on the base install."""
+           floor: dict[str, float] | None = None, evidence: Evidence | None = None,
+           target: str | None = None) -> Selection:
+    """Pick (target, backend). Explicit choices are honoured or refused with what exists. Otherwise the
+    most precise target, unless the artifact declares a serving ``floor`` (``serving.min_parity``): then the
+    fastest pair whose kept parity on this kind of machine meets it (``evidence``), the most precise pair
+    where none is measured. A bench alone never changes the pick: only a declared floor lets it."""
     if backend not in BACKENDS + ("auto",):
         raise DeviceUnavailable(f"unknown backend {backend!r}; expected 'onnxruntime', 'openvino', 'tensorrt' or 'auto'")
     if device == "cuda" and backend == "openvino":
@@ -160,41 +184,63 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "
                                 f"pip install 'readout-export[{pairs[0][1]}]'")
     explicit = precision is not None or target is not None or backend != "auto"
-    if not explicit and device != "cuda" and measured:
-        ranked = [p for p in runnable if (p[0].name, p[1]) in measured]
-        if ranked:
-            best = max(ranked, key=lambda p: measured[(p[0].name, p[1])])
-            return Selection(best[0], best[1], f"fastest target that passed parity on this machine "
-                                            f"({measured[(best[0].name, best[1])]:.0f} items/s in the kept bench)")
     best = min(runnable, key=_default_rank)
-    return Selection(best[0], best[1], "requested" if explicit else "most precise target")
+    if explicit:
+        return Selection(best[0], best[1], "requested")
+    if not floor:
+        return Selection(best[0], best[1], "most precise target (the artifact declares no serving.min_parity floor)")
+    where = "on device 'cuda'" if device == "cuda" else "on this kind of machine"
+    ev = evidence or Evidence({}, {})
+    eligible = [p for p in runnable if meets(ev.parity.get((p[0].name, p[1]), {}), floor)]
+    measured = [p for p in eligible + [best] if (p[0].name, p[1]) in ev.speed] if device != "cuda" else []
+    if measured:
+        pick = max(measured, key=lambda p: ev.speed[(p[0].name, p[1])])
+        key = (pick[0].name, pick[1])
+        worst = ev.parity.get(key, {})
+        shown = ", ".join(f"{m} {worst[m]:.6g}" for m in floor if m in worst) or "the most precise target"
+        return Selection(pick[0], pick[1], f"fastest target whose kept parity meets serving.min_parity "
+                                           f"({_floor_text(floor)}): {pick[0].name} on {pick[1]}, {shown} in "
+                                           f"parity.json, {ev.speed[key]:.0f} items/s in bench.json")
+    return Selection(best[0], best[1], f"most precise target: no kept bench {where} ranks targets whose "
+                                       f"parity meets serving.min_parity ({_floor_text(floor)})")
 
 
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
 
 
-def kept_measurements(root: Path) -> dict[tuple[str, str], float]:
-    """items/s of each (target, backend) that the artifact's kept bench measured on this kind of machine
-    and whose kept parity checks on that backend all passed on this kind of machine; {} when none."""
+def kept_evidence(root: Path, release_id: str | None) -> Evidence:
+    """The artifact's kept parity and bench reports as :class:`Evidence`, counting only reports of this
+    release measured on this kind of machine; empty when there are none."""
     import json
 
-    try:
-        bench = json.loads((root / "bench.json").read_text(encoding="utf-8"))
-        parity = json.loads((root / "parity.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    def read(name: str) -> dict:
+        try:
+            doc = json.loads((root / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
     here = machine_id()
-    if bench.get("machine") != here or parity.get("machine") != here:
-        return {}
-    verdicts: dict[tuple[str, str], set[str]] = {}
-    for check in parity.get("checks", []):
-        b = PROVIDER_BACKEND.get(check.get("provider"))
-        if b:
-            verdicts.setdefault((check["target"], b), set()).add(check["decision"])
-    passed = {k for k, v in verdicts.items() if v == {"PASS"}}
-    out: dict[tuple[str, str], float] = {}
-    for row in bench.get("rows", []):
-        key = (row.get("target"), row.get("backend"))
-        if key in passed and row.get("items_per_s"):
-            out[key] = max(out.get(key, 0.0), float(row["items_per_s"]))
-    return out
+    parity, bench = read("parity.json"), read("bench.json")
+    if parity.get("machine") != here or release_id is None or parity.get("release_id") != release_id:
+        return Evidence({}, {})
+    decisions: dict[tuple[str, str], set[str]] = {}
+    worst: dict[tuple[str, str], dict[str, float]] = {}
+    rows = [(c, c.get("decision")) for c in parity.get("checks", [])]
+    rows += [(m, None) for m in parity.get("measurements", [])]
+    for item, decision in rows:
+        b = PROVIDER_BACKEND.get(item.get("provider"))
+        if b is None or item.get("measured") is None:
+            continue
+        key = (item["target"], b)
+        if decision is not None:
+            decisions.setdefault(key, set()).add(decision)
+        worst.setdefault(key, {})[item["metric"]] = float(item["measured"])
+    passed = {k: worst[k] for k, v in decisions.items() if v == {"PASS"}}
+    speed: dict[tuple[str, str], float] = {}
+    if bench.get("machine") == here:
+        for row in bench.get("rows", []):
+            key = (row.get("target"), row.get("backend"))
+            if key in passed and row.get("items_per_s"):
+                speed[key] = max(speed.get(key, 0.0), float(row["items_per_s"]))
+    return Evidence(passed, speed)

@@ -18,11 +18,12 @@ import numpy as np
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.artifact import Target
-from readout_sdk.backend import choose, gpu_available, kept_measurements, providers_for
+from readout_sdk.backend import choose, gpu_available, kept_evidence, providers_for
 from readout_sdk.batching import Prepared, Progress, check_items, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
+from readout_sdk.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, openvino_precision
@@ -37,8 +38,9 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
     (fp32, bf16, int8) and ``backend`` (``"onnxruntime"``, ``"openvino"``) pick among the artifact's
-    targets; by default the fastest target that passed parity on this kind of machine (from the
-    artifact's kept ``bench`` and ``parity`` reports), else the most precise on ONNX Runtime.
+    targets. By default the most precise target; where the manifest declared what a default load may
+    trade (``serving.min_parity``), the fastest target whose kept parity on this kind of machine meets
+    that floor. A kept bench alone never changes the pick; ``engine.choice_reason`` says why.
     ``target`` names one target exactly (e.g. ``"onnx-int8-openvino"``, see ``readout-export inspect``).
     ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
     ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
@@ -49,13 +51,15 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     """
     art = open_artifact(path, check_graphs=False)
     on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
-    measured = kept_measurements(art.path) if on_cpu else {}  # kept benches are CPU measurements
-    choice = choose(art.targets, precision, device, backend, measured, target)
+    ident = art.identity
+    evidence = kept_evidence(art.path, ident.release_id if ident else None) if on_cpu else None  # CPU measurements
+    floor = (art.extra.get("serving") or {}).get("min_parity")
+    choice = choose(art.targets, precision, device, backend, floor, evidence, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
             return _load_with(art, choice, device, streams, max_batch_tokens, threads)
         except DeviceUnavailable as e:
-            fallback = choose(art.targets, precision, device, "onnxruntime", None, None)
+            fallback = choose(art.targets, precision, device, "onnxruntime")
             choice = type(fallback)(fallback.target, fallback.backend,
                                     f"the TensorRT engine cannot run here ({e}); fell back")
     return _load_with(art, choice, device, streams, max_batch_tokens, threads)
@@ -106,10 +110,25 @@ class Engine:
         self.streams: int = runner.streams
         self.execution: dict[str, Any] = dict(runner.execution)
         self.choice_reason = reason
+        self.identity: Identity | None = artifact.identity  # layer digests and release_id (None: older build)
         self.max_batch_tokens = max_batch_tokens
         self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._closed = False
+
+    @property
+    def release_id(self) -> str | None:
+        """The artifact's release id (the last link of its layered identity)."""
+        return self.identity.release_id if self.identity else None
+
+    def cache_key(self, layer: str) -> str:
+        """A key for caching what ``layer`` produces with this engine: a layer name (``tokenizer`` ...
+        ``decision``) or ``contextual``, ``vectors``, ``raw_scores``, ``calibrated_scores``, ``decisions``.
+        It changes exactly when that layer or one it depends on changes, and with the target's precision."""
+        if self.identity is None:
+            raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
+                                "digests to key a cache on; rebuild it with this readout-export")
+        return cache_key(self.identity, layer, self.precision, self.family_spec.vector_layer)
 
     @property
     def tokenizer(self) -> Any:

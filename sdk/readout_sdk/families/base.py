@@ -100,6 +100,7 @@ class Family:
     bench_metric: ClassVar[str] = "decision_agreement"  # the bench's parity column
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
+    vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property

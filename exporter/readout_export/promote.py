@@ -1,0 +1,73 @@
+"""`readout-export promote`: make a RECONCILED artifact a CANDIDATE with a compatibility record.
+
+``compatibility.json`` (written atomically into the artifact) holds the diff against the parent, the
+cache-invalidation plan, and the rollback target: the parent's release id, layer digests and the sha256 of
+every file that makes it up, so a rollback restores the whole known-good tuple, not just old weights.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from readout_sdk.artifact import Artifact, open_artifact, sha256_file
+from readout_sdk.atomic import write_atomic
+from readout_sdk.compat import diff
+from readout_sdk.identity import Identity, digest
+from readout_sdk.lifecycle import COMPATIBILITY_FILE, derive, refresh
+
+from readout_export.errors import ReadoutExportError
+
+SCHEMA = "readout-export/compatibility/1"
+PLAN = {"contextual_cache": "contextual rows (per token, before the readout)",
+        "vector_cache": "stored vectors (embeddings, token vectors, sparse term weights)",
+        "raw_scores": "raw head outputs stored by position (logits, similarity scores)",
+        "calibrated_scores": "calibrated scores stored by label name",
+        "decisions": "decisions (labels, spans, thresholded sets, rankings)"}
+
+
+class PromotionRefused(ReadoutExportError):
+    """The artifact (or its parent) lacks the evidence a candidate needs: exit 2."""
+
+    exit_code = 2
+
+
+def _files(art: Artifact) -> dict[str, str]:
+    # readout.json itself changes as reports are kept; the release id and the ABI record digest stand for it
+    names = {art.tokenizer_file, *(t.file for t in art.targets)}
+    return {n: sha256_file(art.path / n) for n in sorted(names)}
+
+
+def promote(path: str | Path, parent_path: str | Path) -> dict[str, Any]:
+    """Write ``compatibility.json`` for the artifact at ``path`` against ``parent_path``; return it."""
+    art, parent = open_artifact(path), open_artifact(parent_path)
+    for who, a in (("artifact", art), ("parent", parent)):
+        if a.identity is None:
+            raise PromotionRefused(f"{a.path}: the {who} has no layered identity; rebuild it with this readout-export")
+        state = derive(a.path, a.record)
+        if not state.at_least("RECONCILED"):
+            raise PromotionRefused(f"{a.path}: the {who} is {state.state}, not RECONCILED; missing: "
+                                   f"{'; '.join(state.missing)}")
+    ident, pid = Identity.of(art.record), Identity.of(parent.record)
+    if ident.release_id == pid.release_id:
+        raise PromotionRefused(f"{art.path} and its parent {parent.path} are the same release "
+                               f"({ident.short()}); nothing to promote")
+    d = diff(parent, art)
+    doc = {
+        "schema": SCHEMA,
+        "release_id": ident.release_id,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "artifact": str(art.path.resolve()),
+        "parent": {"path": str(parent.path.resolve()), "release_id": pid.release_id, "layers": pid.layers},
+        "diff": d,
+        "invalidation_plan": [{"cache": c, "what": PLAN[c], "action": "rebuild" if v else "reuse"}
+                              for c, v in d["invalidates"].items()],
+        "rollback": {"release_id": pid.release_id, "path": str(parent.path.resolve()),
+                     "record_sha256": digest(parent.record), "files": _files(parent)},
+    }
+    write_atomic(art.path / COMPATIBILITY_FILE, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+    state = refresh(art.path)
+    if state.state != "CANDIDATE":  # cannot happen unless the evidence changed under us
+        raise PromotionRefused(f"{art.path}: wrote {COMPATIBILITY_FILE} but the evidence supports {state.state}")
+    return doc

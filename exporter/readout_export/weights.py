@@ -1,0 +1,118 @@
+"""Weight digests by tensor name, for the layered identity: the backbone hashed apart from the head.
+
+A tensor's digest covers its name, dtype, shape and bytes. safetensors files are read from their own
+header (no framework, no dtype conversion); pickled ``.bin`` files only with ``weights_only=True``.
+The head is every tensor outside the backbone's prefix (``bert.``, ``roberta.``: transformers'
+``base_model_prefix``); a bare backbone (saved by ``AutoModel``) has no head tensors.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from readout_export.errors import BuildError
+
+
+def _safetensors(path: Path) -> Iterator[tuple[str, str, list[int], bytes]]:
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        base = 8 + size
+        for name, info in sorted(header.items()):
+            if name == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            f.seek(base + start)
+            yield name, info["dtype"], list(info["shape"]), f.read(end - start)
+
+
+def _pickled(path: Path) -> Iterator[tuple[str, str, list[int], bytes]]:
+    import torch
+
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    for name in sorted(state):
+        t = state[name].contiguous()
+        raw = t.view(torch.uint8) if t.dtype.itemsize > 0 and t.numel() else t
+        yield name, str(t.dtype).replace("torch.", ""), list(t.shape), raw.numpy().tobytes()
+
+
+def tensors(files: Sequence[Path]) -> Iterator[tuple[str, str, list[int], bytes]]:
+    """(name, dtype, shape, bytes) of every tensor in the weight files, one at a time (index files are
+    skipped: their shards are listed beside them)."""
+    for path in files:
+        if path.name.endswith(".index.json"):
+            continue
+        reader = _safetensors if path.suffix == ".safetensors" else _pickled
+        try:
+            yield from reader(path)
+        except (OSError, ValueError, KeyError, struct.error) as e:
+            raise BuildError(f"{path}: cannot read its tensors ({e})") from None
+
+
+def tensor_digest(name: str, dtype: str, shape: list[int], raw: bytes) -> str:
+    h = hashlib.sha256(f"{name}|{dtype}|{shape}|".encode())
+    h.update(raw)
+    return h.hexdigest()
+
+
+def _combine(parts: Sequence[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for key, d in parts:
+        h.update(f"{key}:{d}\n".encode())
+    return h.hexdigest()
+
+
+def split_digests(files: Sequence[Path], prefix: str | None, labels: Sequence[str] | None) -> dict[str, str | None]:
+    """``backbone`` and ``head`` digests, and ``head_by_label``: the head with its label rows keyed by label
+    name (the rows of every head tensor whose first axis is the label axis), so a head permuted together
+    with its label map keeps it. ``prefix=None``: the whole checkpoint is the backbone."""
+    backbone: dict[str, str] = {}
+    head: dict[str, tuple[str, list[int], bytes]] = {}  # head tensors are small: kept for their label rows
+    for name, dtype, shape, raw in tensors(files):
+        if prefix is None or name.startswith(prefix + "."):
+            backbone[name] = tensor_digest(name, dtype, shape, raw)
+        else:
+            head[name] = (dtype, shape, raw)
+    out: dict[str, str | None] = {
+        "backbone": _combine(sorted(backbone.items())),
+        "head": _combine([(n, tensor_digest(n, *v)) for n, v in sorted(head.items())]) if head else None,
+        "head_by_label": None,
+    }
+    if head and labels:
+        out["head_by_label"] = _by_label(head, list(labels))
+    return out
+
+
+def _by_label(head: dict[str, tuple[str, list[int], bytes]], labels: list[str]) -> str:
+    n = len(labels)
+    rows = {lab: hashlib.sha256() for lab in labels}
+    other = []
+    for name, (dtype, shape, raw) in sorted(head.items()):
+        if shape and shape[0] == n and len(raw) % n == 0:
+            step = len(raw) // n
+            for i, lab in enumerate(labels):
+                rows[lab].update(f"{name}|{dtype}|{shape[1:]}|".encode())
+                rows[lab].update(raw[i * step:(i + 1) * step])
+        else:
+            other.append((name, tensor_digest(name, dtype, shape, raw)))
+    return _combine(other + sorted((f"label={lab}", h.hexdigest()) for lab, h in rows.items()))
+
+
+def module_digest(folder: Path) -> str:
+    """One digest over a sentence-transformers module's tensors (a Dense layer)."""
+    files = [p for p in (folder / "model.safetensors", folder / "pytorch_model.bin") if p.is_file()][:1]
+    if not files:
+        raise BuildError(f"{folder}: no model.safetensors or pytorch_model.bin")
+    return _combine(sorted((n, tensor_digest(n, d, s, raw)) for n, d, s, raw in tensors(files)))
+
+
+def plan_digests(plan, prefix: str | None) -> dict[str, object]:
+    """``identity.weights`` for a plan: backbone/head/by-label digests, the split prefix, and one digest per
+    Dense projection layer in order."""
+    out: dict[str, object] = dict(split_digests(plan.source.weight_files, prefix, plan.labels))
+    out["backbone_prefix"] = prefix
+    out["projection"] = [module_digest(d.path) for d in plan.dense]
+    return out
