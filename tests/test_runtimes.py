@@ -148,24 +148,42 @@ def test_budget_and_streams_do_not_change_results(shared):
         assert [p.label for p in part] == [b.label for b in base[k::4]]
 
 
-def test_auto_picks_the_fastest_target_that_passed_parity_here(shared, tmp_path):
+def test_default_load_is_declared_not_discovered(shared, tmp_path):
     art = linked_copy(shared("embedding")[1], tmp_path / "a")
+    meta = json.loads((art / "readout.json").read_text())
+    release = meta["abi"]["identity"]["release_id"]
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # nothing kept: the most precise
-    checks = [{"target": t, "provider": p, "metric": "min_cosine", "decision": d} for t, p, d in (
-        ("onnx-fp32", "CPUExecutionProvider", "PASS"), ("onnx-int8", "CPUExecutionProvider", "PASS"),
-        ("onnx-int8-openvino", "OpenVINO:CPU", "FAIL"), ("onnx-fp32", "OpenVINO:CPU", "PASS"))]
+    checks = [{"target": t, "provider": p, "metric": "min_cosine", "decision": d, "measured": v} for t, p, d, v in (
+        ("onnx-fp32", "CPUExecutionProvider", "PASS", 0.999999), ("onnx-int8", "CPUExecutionProvider", "PASS", 0.9995),
+        ("onnx-int8-openvino", "OpenVINO:CPU", "FAIL", 0.9),
+        ("onnx-fp32", "OpenVINO:CPU", "PASS", 0.999999))]
     rows = [{"target": "onnx-fp32", "backend": "onnxruntime", "items_per_s": 80.0},
             {"target": "onnx-int8", "backend": "onnxruntime", "items_per_s": 170.0},
             {"target": "onnx-int8-openvino", "backend": "openvino", "items_per_s": 300.0},  # fastest, but failed
             {"target": "onnx-fp32", "backend": "openvino", "items_per_s": 100.0}]
-    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "checks": checks}))
+    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "release_id": release, "checks": checks}))
     (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
-    engine = readout_sdk.load(art)
-    assert (engine.target.name, engine.backend) == ("onnx-int8", "onnxruntime")
-    assert "passed parity" in engine.choice_reason
+    engine = readout_sdk.load(art)  # a kept bench alone never changes what runs
+    assert engine.target.name == "onnx-fp32" and "no serving.min_parity floor" in engine.choice_reason
+    for floor, expected in (({"min_cosine": 0.999}, ("onnx-int8", "onnxruntime")),  # fastest that meets it
+                            ({"min_cosine": 0.9999}, ("onnx-fp32", "openvino")),     # int8 is below this floor
+                            ({"min_cosine": 0.9999999}, ("onnx-fp32", "onnxruntime"))):  # no evidence meets it
+        meta["serving"] = {"min_parity": floor}
+        (art / "readout.json").write_text(json.dumps(meta))
+        engine = readout_sdk.load(art)
+        assert (engine.target.name, engine.backend) == expected, (floor, engine.choice_reason)
+        assert "min_cosine >= " in engine.choice_reason
+        assert engine.cache_key("vectors").startswith(f"readout:vectors:{engine.precision}:")
+    keys = {readout_sdk.load(art, precision=p).cache_key("vectors") for p in ("fp32", "int8")}
+    assert len(keys) == 2  # the precision is part of the vector key
     assert readout_sdk.load(art, precision="fp32").target.name == "onnx-fp32"  # explicit wins
+    meta["serving"] = {"min_parity": {"min_cosine": 0.999}}
+    (art / "readout.json").write_text(json.dumps(meta))
     (art / "bench.json").write_text(json.dumps({"machine": "another CPU", "rows": rows}))
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # measured elsewhere: not trusted here
+    (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
+    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "release_id": "0" * 64, "checks": checks}))
+    assert readout_sdk.load(art).target.name == "onnx-fp32"  # evidence of another release: not this one's
 
 
 @pytest.mark.parametrize("target, path, words", [

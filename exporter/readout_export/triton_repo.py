@@ -28,7 +28,8 @@ from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
 from readout_sdk.families import get
 from readout_sdk.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
-                                      README_DIR, TARGET_PARAMETER, abi_sha256, model_name)
+                                      README_DIR, RELEASE_PARAMETER, TARGET_PARAMETER, abi_sha256, model_name,
+                                      release_id)
 
 from readout_export.errors import ReadoutExportError
 
@@ -105,7 +106,7 @@ def graph_config(art: Artifact, target: Target, model: str, max_batch: int) -> A
     built = {"readout.tensorrt": target.tensorrt or "", "readout.compute_capability": target.compute_capability or "",
              "readout.gpu": target.gpu or ""} if target.format == "tensorrt" else {}
     _parameters(cfg, {ABI_PARAMETER: json.dumps(record, sort_keys=True), ABI_SHA_PARAMETER: abi_sha256(record),
-                      TARGET_PARAMETER: target.name, **built})
+                      TARGET_PARAMETER: target.name, RELEASE_PARAMETER: release_id(record), **built})
     return cfg
 
 
@@ -119,7 +120,8 @@ def text_config(art: Artifact, target: Target, model: str, graph: str, max_batch
     cfg.dynamic_batching.max_queue_delay_microseconds = QUEUE_DELAY_US
     cfg.instance_group.add(kind=pb.ModelInstanceGroup.KIND_CPU, count=1)  # tokenization and decoding are CPU work
     _parameters(cfg, {ABI_PARAMETER: json.dumps(art.record, sort_keys=True), ABI_SHA_PARAMETER: abi_sha256(art.record),
-                      GRAPH_PARAMETER: graph, TARGET_PARAMETER: target.name, BATCH_PARAMETER: str(min(32, graph_batch)),
+                      GRAPH_PARAMETER: graph, TARGET_PARAMETER: target.name, RELEASE_PARAMETER: release_id(art.record),
+                      BATCH_PARAMETER: str(min(32, graph_batch)),
                       PROFILE_PARAMETER: json.dumps(target.profile) if target.profile else ""})
     return cfg
 

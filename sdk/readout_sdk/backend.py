@@ -192,7 +192,7 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     where = "on device 'cuda'" if device == "cuda" else "on this kind of machine"
     ev = evidence or Evidence({}, {})
     eligible = [p for p in runnable if meets(ev.parity.get((p[0].name, p[1]), {}), floor)]
-    measured = [p for p in eligible + [best] if (p[0].name, p[1]) in ev.speed] if device != "cuda" else []
+    measured = [p for p in eligible if (p[0].name, p[1]) in ev.speed] if device != "cuda" else []
     if measured:
         pick = max(measured, key=lambda p: ev.speed[(p[0].name, p[1])])
         key = (pick[0].name, pick[1])

@@ -44,19 +44,23 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def parity_verdicts(root: Path, release_id: str | None) -> tuple[dict[str, str], str]:
-    """Per target of the kept parity report for ``release_id``: PASS (every check passed), FAIL, or
-    NOT_EVALUATED; and why there are none ('' when there are). Reconciliation is listed as a target."""
+    """Per target of the kept parity report for ``release_id``: FAIL (any check failed), PASS (every check
+    on at least one execution provider passed; a provider not evaluated here is no failure, and no pass
+    either), else NOT_EVALUATED; and why there are none ('' when there are). Reconciliation is listed as
+    a target."""
     doc = _read(root / PARITY_FILE)
     if doc is None:
         return {}, f"no {PARITY_FILE}: run `readout-export parity {root}`"
     if release_id is None or doc.get("release_id") != release_id:
         return {}, f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one ({str(release_id)[:12]})"
-    decisions: dict[str, set[str]] = {}
+    seen: dict[str, dict[str, set[str]]] = {}
     for c in doc.get("checks", []):
-        decisions.setdefault(str(c.get("target")), set()).add(str(c.get("decision")))
+        seen.setdefault(str(c.get("target")), {}).setdefault(str(c.get("provider")), set()).add(str(c.get("decision")))
     out = {}
-    for target, seen in decisions.items():
-        out[target] = "FAIL" if "FAIL" in seen else ("PASS" if seen == {"PASS"} else "NOT_EVALUATED")
+    for target, providers in seen.items():
+        every = set().union(*providers.values())
+        out[target] = "FAIL" if "FAIL" in every else (
+            "PASS" if any(v == {"PASS"} for v in providers.values()) else "NOT_EVALUATED")
     return out, ""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from readout_sdk.errors import InputRefused
 from readout_sdk.families import get
+from readout_sdk.stored import identity_metadata
 from readout_sdk.records import plain, predict_records
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
@@ -59,6 +60,8 @@ class Predictor:
         self.outputs = {key: prefix + key for key in get(family).record_keys}
         self.types = output_types(family, self.engine.labels)
         self.batch_size = batch_size
+        # which release and vector layers produced these columns (readout_sdk.stored.check_stored reads it)
+        self.metadata = identity_metadata(self.engine) if self.engine.identity is not None else {}
 
     def check(self, column_names: list[str]) -> None:
         """Refuse inputs whose columns clash with the outputs or lack a field's column."""
@@ -78,7 +81,27 @@ class Predictor:
         for key, name in self.outputs.items():
             values = [plain(r[key]) for r in records]
             table = table.append_column(name, pa.array(values, type=self.types[key]))
-        return table
+        return table.replace_schema_metadata({**(table.schema.metadata or {}), **self.metadata})
+
+
+def _stamp(staging: Path, files: tuple[str, ...], artifact: str, load_options: Mapping[str, Any]) -> None:
+    """Make every written file carry the release's identity in its schema metadata (Ray Data may drop the
+    batches' metadata when it writes): rewritten in the staging directory, before anything is renamed."""
+    import pyarrow.parquet as pq
+
+    from readout_sdk.engine import load
+    from readout_sdk.stored import VECTORS_KEY, identity_metadata
+
+    with load(artifact, **{k: v for k, v in load_options.items() if k != "threads"}) as engine:
+        if engine.identity is None:
+            return
+        meta = identity_metadata(engine)
+    for f in files:
+        path = staging / f
+        if (pq.read_schema(path).metadata or {}).get(VECTORS_KEY) == meta[VECTORS_KEY]:
+            continue
+        table = pq.read_table(path)
+        pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path)
 
 
 def _assigned_cpus() -> int | None:
@@ -237,6 +260,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         seconds = time.perf_counter() - t0
         files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
         written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
+        _stamp(staging, files, artifact, load_options)
         if written != expected:
             raise RuntimeError(f"{written} rows written for {expected} input rows" + (
                 "; with --address, --output must be storage every node writes to" if address and not files else ""))

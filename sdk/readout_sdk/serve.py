@@ -42,13 +42,15 @@ class ServeOptions:
 def infer_function(engine: Any, batch_size: int = 32) -> Callable[[list[Any]], list[dict[str, np.ndarray]]]:
     """A PyTriton infer function over a list of requests: every row in one SDK call, replies per request."""
     need = get(engine.family).fields
+    release = np.array([str(engine.release_id or "").encode()], dtype=object)
 
     def infer(requests: list[Any]) -> list[dict[str, np.ndarray]]:
         groups = [rows_from_columns({f: request[f] for f in need if f in request}) for request in requests]
         replies = []
         for group, result in zip(groups, predict_groups(engine, groups, batch_size)):
             records = [{"error": str(result)}] * len(group) if isinstance(result, Exception) else result
-            replies.append({"result": json_column(records)})
+            replies.append({"result": json_column(records),  # and which release answered, per row
+                            "release_id": np.tile(release, (len(group), 1))})
         return replies
 
     return infer
@@ -76,7 +78,8 @@ def start(engine: Any, options: ServeOptions = ServeOptions(), name: str | None 
     triton = Triton(config=config)
     triton.bind(model_name=model_name(engine.abi, name), infer_func=infer_function(engine, batch_size),
                 inputs=[Tensor(name=f, dtype=bytes, shape=(1,)) for f in get(engine.family).fields],
-                outputs=[Tensor(name="result", dtype=bytes, shape=(1,))],
+                outputs=[Tensor(name="result", dtype=bytes, shape=(1,)),
+                         Tensor(name="release_id", dtype=bytes, shape=(1,))],
                 config=ModelConfig(max_batch_size=options.max_batch_size,
                                    batcher=DynamicBatcher(max_queue_delay_microseconds=options.max_queue_delay_us)),
                 strict=True)

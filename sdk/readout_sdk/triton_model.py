@@ -31,7 +31,13 @@ GRAPH_PARAMETER = "readout.graph_model"
 TARGET_PARAMETER = "readout.target"
 BATCH_PARAMETER = "readout.batch_size"  # the SDK's batches must fit the graph model's max_batch_size
 ABI_SHA_PARAMETER = "readout.abi_sha256"  # in both configs: the text model checks its graph model carries the same
+RELEASE_PARAMETER = "readout.release_id"  # in both configs: the layered identity's release id ('' if none)
 PROFILE_PARAMETER = "readout.profile"  # a TensorRT graph's optimization profile, checked before each BLS call
+
+
+def release_id(record: dict[str, Any]) -> str:
+    """The record's release id, '' for a record built before readout-identity/1."""
+    return str((record.get("identity") or {}).get("release_id") or "")
 
 
 def model_name(record: dict[str, Any], given: str | None = None) -> str:
