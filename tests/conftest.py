@@ -55,7 +55,27 @@ def record_error(case: str, value: float, note: str = "") -> None:
     MEASURED[case] = (max(old[0], value), note or old[1])
 
 
+INVALIDATION: dict[str, dict] = {}
+
+
+def record_invalidation(case: str, doc: dict) -> None:
+    """Remember what `readout-export diff` said a change invalidates (shown in the terminal summary)."""
+    INVALIDATION[case] = doc
+
+
+def _invalidation_table(terminalreporter) -> None:
+    caches = ("contextual_cache", "vector_cache", "raw_scores", "calibrated_scores", "decisions")
+    terminalreporter.write_sep("-", "readout-export diff: changed layers and what they invalidate")
+    terminalreporter.write_line(f"{'change':<52} {'layers changed':<16} " + " ".join(f"{c:<17}" for c in caches))
+    for case, doc in INVALIDATION.items():
+        changed = ",".join(k for k, v in doc["layers"].items() if v == "changed") or "-"
+        terminalreporter.write_line(f"{case:<52} {changed:<16} " + " ".join(
+            f"{'invalidate' if doc['invalidates'][c] else 'reusable':<17}" for c in caches))
+
+
 def pytest_terminal_summary(terminalreporter):
+    if INVALIDATION:
+        _invalidation_table(terminalreporter)
     if not MEASURED:
         return
     terminalreporter.write_sep("-", "largest |graph - eager PyTorch| per case (left/right padding, batch 1/2/7)")

@@ -118,6 +118,11 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
     assert summary["rows"] == 3000
     written = pq.read_table(tmp_path / "out")
     assert written.column_names == ["id", "text", "n", "day", "label", "score", "scores", "truncated"]
+    from readout_sdk.stored import check_stored
+
+    engine = readout_sdk.load(art, target="onnx-fp32")
+    assert written.schema.metadata[b"readout.release_id"].decode() == engine.release_id
+    assert check_stored(tmp_path / "out", engine).valid  # every file carries the release's vector key
     rows = written.to_pylist()
     assert sorted(r["n"] for r in rows) == list(range(3000))  # every row once
     expected = readout_sdk.load(art, target="onnx-fp32").classify(texts)
