@@ -102,6 +102,11 @@ def test_record_edited_beside_the_graph_is_refused(copy):
     meta = json.loads((copy / "readout.json").read_text())
     meta["abi"]["readout"]["rows"] = "attention"  # claims another readout than the graph computes
     (copy / "readout.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="identity.layers.readout does not match"):  # its digest says so first
+        open_artifact(copy)
+    meta["abi"]["readout"]["rows"] = "content"
+    meta["abi"]["name"] = "another"  # outside the identity: the graph's embedded record still tells
+    (copy / "readout.json").write_text(json.dumps(meta))
     with pytest.raises(ArtifactError, match="differs from readout.json"):
         open_artifact(copy)
 

@@ -69,8 +69,11 @@ def test_every_family_passes_at_fp32(shared, key, metrics):
         assert checks[metric].decision == PASS, checks[metric]
     assert report.exit_code() == 0 and report.exit_code(strict=True) == 1
     family = get(report.family)  # every metric measured is one the family declares (what the budgets test walks)
-    measured = {c.metric for c in report.checks if c.metric != "all"} | {m["metric"] for m in report.measurements}
+    targets = [c for c in report.checks if c.target != "reconciliation"]
+    measured = {c.metric for c in targets if c.metric != "all"} | {m["metric"] for m in report.measurements}
     assert measured <= set(family.metric_names) | set(family.raw_metric_names), measured
+    (recon,) = [c for c in report.checks if c.target == "reconciliation"]  # the semantic record, against the source
+    assert recon.decision == PASS and recon.metric == "semantic_record"
 
 
 def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp_path, monkeypatch):
@@ -92,7 +95,8 @@ def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp
     ran = [c for c in bare.checks if c.provider == "CPUExecutionProvider"]
     assert ran and all(c.decision == NOT_EVALUATED and "no metric of regression has a budget" in c.reason
                        for c in ran)
-    assert bare.counts()["PASS"] == 0 and bare.exit_code(strict=True) == 1
+    assert [c.target for c in bare.checks if c.decision == PASS] == ["reconciliation"]  # no target passes
+    assert bare.exit_code(strict=True) == 1
 
 
 def test_user_corpus(shared, tmp_path):

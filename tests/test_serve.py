@@ -42,6 +42,12 @@ def test_concurrent_clients_get_the_sdks_classifications_in_order(shared, tmp_pa
         assert counters["nv_inference_exec_count"] < len(requests)
         config = tritonclient.http.InferenceServerClient(served.url("http")).get_model_config("m")
         assert config["max_batch_size"] == 64 and config["dynamic_batching"]["max_queue_delay_microseconds"] == 2000
+        # every reply says which release answered it
+        assert [o["name"] for o in config["output"]] == ["result", "release_id"]
+        inp = tritonclient.http.InferInput("text", [2, 1], "BYTES")
+        inp.set_data_from_numpy(np.array([[b"fine"], [b"awful"]], dtype=object))
+        reply = tritonclient.http.InferenceServerClient(served.url("http")).infer("m", [inp])
+        assert [r[0].decode() for r in reply.as_numpy("release_id")] == [engine.release_id] * 2
         # a request the SDK refuses gets error records; the requests batched with it are untouched
         bad_and_good = concurrently(served, [{"text": ["fine", "   "]}, {"text": ["fine"]}] * 4, clients=8)
         code = served.stop()

@@ -67,6 +67,7 @@ def test_configs_parse_with_tritons_protobuf_and_match_the_graph(shared, tmp_pat
     # both configs carry the ABI record: labels, score type and output meanings travel with the repo
     for cfg in (graph, text):
         assert json.loads(cfg.parameters["readout.abi"].string_value) == meta["abi"]
+        assert cfg.parameters["readout.release_id"].string_value == meta["abi"]["identity"]["release_id"]
     assert text.backend == "python" and text.parameters["readout.graph_model"].string_value == f"{name}_graph"
     assert [i.name for i in text.input] == list(readout_sdk.families.get(meta["abi"]["family"]).fields)
     assert all(model_config_pb2.DataType.Name(i.data_type) == "TYPE_STRING" for i in text.input)

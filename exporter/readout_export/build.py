@@ -176,7 +176,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
     from readout_export.architecture import describe
     from readout_export.record import build_record, weights_digest
-    from readout_export.weights import plan_digests
+    from readout_export.weights import file_hashes, plan_digests
 
     _quiet_libraries()
     for note in plan.notes:
@@ -200,11 +200,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
             if axis not in ("batch", "sequence", "choices"):
                 out_dims[axis] = int(size)
 
-    weight_files = [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in plan.source.weight_files]
-    for d in plan.dense:
-        for p in sorted(d.path.glob("*")):
-            if p.name in ("model.safetensors", "pytorch_model.bin"):
-                weight_files.append((str(p.relative_to(plan.source.root)), sha256_file(p)))
+    weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
     record = build_record(

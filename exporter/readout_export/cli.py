@@ -60,6 +60,7 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
                "pooling": plan.pooling, "rows": plan.rows, "normalize": plan.normalize,
                "projection": [asdict(d) | {"path": str(d.path)} for d in plan.dense], "labels": plan.labels,
                "thresholds": plan.thresholds, "score_type": plan.score_type, "targets": plan.targets,
+               "min_parity": plan.min_parity,
                "output_dir": str(plan.output_dir), "notes": plan.notes}
     if as_json:
         click.echo(json.dumps(summary))
@@ -83,9 +84,13 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
 
     art = run_command(debug, as_json, lambda: open_artifact(artifact))
     if as_json:
+        from readout_sdk.lifecycle import derive
+
         click.echo(json.dumps({"ok": True, "path": str(art.path), "abi": art.record,
                                "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
-                               "source": art.source}, indent=2))
+                               "source": art.source, "lifecycle": derive(art.path, art.record).to_json(),
+                               "lifecycle_kept": (art.extra.get("lifecycle") or {}).get("state"),
+                               "serving": art.extra.get("serving")}, indent=2))
     else:
         click.echo(summarize(art))
 

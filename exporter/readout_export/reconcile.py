@@ -22,6 +22,8 @@ from readout_sdk.identity import LAYERS, layer_fields
 from readout_export.errors import BuildError, ManifestError
 
 TARGET = "reconciliation"  # how reconciliation appears among parity checks
+# fields only the identity section states (a record built before readout-identity/1 has none of them)
+IDENTITY_ONLY = {"contextual.backbone_sha256", "readout.projection_sha256", "head.head_sha256", "identity.release_id"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class Reconciliation:
         if self.decision == NOT_EVALUATED:
             return [f"reconciliation NOT_EVALUATED: {self.reason}"]
         if self.decision == PASS:
-            return [f"reconciliation PASS: {len(self.fields)} semantic fields equal {self.source}"]
+            return [f"reconciliation PASS: {len(self.fields)} semantic fields equal {self.source}"
+                    + (f" ({self.reason})" if self.reason else "")]
         found = [f"reconciliation FAIL: {f.name}: artifact has {_short(f.artifact)}, the source gives "
                  f"{_short(f.source)}" for f in self.differences]
         return found or [f"reconciliation FAIL: {self.reason}"]
@@ -93,7 +96,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     from readout_export.manifest import Manifest
     from readout_export.record import build_record, weights_digest
     from readout_export.resolve import resolve
-    from readout_export.weights import plan_digests
+    from readout_export.weights import file_hashes, plan_digests
 
     data = dict(art.extra.get("build", {}).get("manifest") or {})
     if not data:
@@ -105,10 +108,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="readout-reconcile-") as tmp:
         plan.tokenizer.backend.save(str(Path(tmp) / "tokenizer.json"))
         tok_sha = sha256_file(Path(tmp) / "tokenizer.json")
-    files = [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in plan.source.weight_files]
-    for d in plan.dense:
-        files += [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in sorted(d.path.glob("*"))
-                  if p.name in ("model.safetensors", "pytorch_model.bin")]
+    files = file_hashes(plan)
     dims: dict[str, int] = {"width": arch.width}
     if plan.source.config.get("vocab_size"):
         dims["vocab"] = int(plan.source.config["vocab_size"])
@@ -150,5 +150,9 @@ def reconcile(art: Artifact) -> Reconciliation:
     except (ManifestError, BuildError) as e:
         return Reconciliation(FAIL, where, f"the kept build manifest no longer resolves against the source: {e}")
     fields = compare(art.record, derived)
+    note = ""
+    if art.identity is None:  # an older record: every field it states is still compared, digests cannot be
+        fields = [f for f in fields if f.name not in IDENTITY_ONLY]
+        note = "built before readout-identity/1: weight digests by tensor name not compared; rebuild to get them"
     bad = [f for f in fields if not f.same]
-    return Reconciliation(FAIL if bad else PASS, where, "", fields)
+    return Reconciliation(FAIL if bad else PASS, where, note, fields)

@@ -109,6 +109,19 @@ def module_digest(folder: Path) -> str:
     return _combine(sorted((n, tensor_digest(n, d, s, raw)) for n, d, s, raw in tensors(files)))
 
 
+def file_hashes(plan) -> list[tuple[str, str]]:
+    """(path relative to the model directory, sha256) of every weight file a plan reads, Dense layers'
+    included: what ``provenance.weights_sha256`` and ``source.weights`` are made of."""
+    from readout_sdk.artifact import sha256_file
+
+    root = plan.source.root
+    files = [(str(p.relative_to(root)), sha256_file(p)) for p in plan.source.weight_files]
+    for d in plan.dense:
+        files += [(str(p.relative_to(root)), sha256_file(p)) for p in sorted(d.path.glob("*"))
+                  if p.name in ("model.safetensors", "pytorch_model.bin")]
+    return files
+
+
 def plan_digests(plan, prefix: str | None) -> dict[str, object]:
     """``identity.weights`` for a plan: backbone/head/by-label digests, the split prefix, and one digest per
     Dense projection layer in order."""
