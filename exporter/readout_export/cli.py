@@ -41,10 +41,12 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
     if as_json:
         click.echo(json.dumps({"ok": True, "output_dir": str(result.output_dir), "targets": result.targets,
                                "family": result.record["family"], "max_abs_error": result.max_abs_error,
+                               "release_id": result.record["identity"]["release_id"],
                                "seconds": round(result.seconds, 2), "notes": result.notes}))
     elif not quiet:
         click.echo(f"built {result.output_dir} ({result.record['family']}, "
-                   f"{', '.join(dict.fromkeys(t['file'] for t in result.targets))}) in {result.seconds:.1f}s")
+                   f"{', '.join(dict.fromkeys(t['file'] for t in result.targets))}) in {result.seconds:.1f}s; "
+                   f"release {result.record['identity']['release_id'][:12]}, DRAFT until `readout-export parity` passes")
 
 
 @main.command()
