@@ -112,8 +112,10 @@ INVALIDATES_ALL = {"contextual_cache": True, "vector_cache": True, "raw_scores":
                    "decisions": True}
 
 
-def test_identical_rebuild_is_same_and_extra_targets_are_listed_unproven(minilm):
-    code, doc = _diff(minilm["rebuild"], minilm["shared"])
+def test_identical_rebuild_is_same_and_extra_targets_are_listed_unproven(minilm, tmp_path):
+    shared = linked_copy(minilm["shared"], tmp_path / "shared")
+    (shared / "parity.json").unlink(missing_ok=True)  # whatever other tests kept: this copy has no evidence
+    code, doc = _diff(minilm["rebuild"], shared)
     record_invalidation("identical rebuild (MiniLM)", doc)
     assert code == 0 and doc["same"] is True and doc["changes"] == []
     assert set(doc["layers"].values()) == {"same"} and not any(doc["invalidates"].values())
@@ -121,9 +123,8 @@ def test_identical_rebuild_is_same_and_extra_targets_are_listed_unproven(minilm)
     targets = {t["target"]: t for t in doc["targets"]}
     assert targets["onnx-fp32"]["in"] == "both"
     for name in ("onnx-int8", "onnx-bf16", "onnx-int8-openvino"):  # only in b: never silently compatible
-        assert targets[name]["in"] == "b"
-        if targets[name]["parity"]["b"] != "PASS":
-            assert targets[name]["status"] == "compatibility unproven until parity passes"
+        assert targets[name]["in"] == "b" and targets[name]["parity"]["b"] == "not run"
+        assert targets[name]["status"] == "compatibility unproven until parity passes"
     a, b = readout_sdk.load(minilm["rebuild"]), readout_sdk.load(minilm["shared"], target="onnx-fp32")
     assert a.cache_key("vectors") == b.cache_key("vectors")
     np.testing.assert_allclose(a.embed(TEXTS).vectors, b.embed(TEXTS).vectors, atol=1e-6)
@@ -176,6 +177,7 @@ def test_head_permuted_with_its_label_map_keeps_decisions_by_label(heads):
     assert doc["invalidates"] == {"contextual_cache": False, "vector_cache": False, "raw_scores": True,
                                   "calibrated_scores": False, "decisions": False}
     assert "permuted" in doc["migration"]
+    assert doc["a"]["release_id"] != doc["b"]["release_id"]  # other coordinates: another release
     a, b = readout_sdk.load(heads["base"]), readout_sdk.load(heads["permuted"])
     assert a.cache_key("raw_scores") != b.cache_key("raw_scores")
     assert a.cache_key("decisions") == b.cache_key("decisions")
@@ -256,6 +258,8 @@ def test_label_reversal_is_refused_or_caught_by_reconciliation(heads, tmp_path):
     forged = linked_copy(heads["base"], tmp_path / "forged")
     _tamper_labels(forged, recompute_identity=True)
     assert readout_sdk.load(forged).labels == tuple(SENTIMENT[::-1])  # structurally valid: it loads
+    code, doc = _diff(heads["base"], forged)  # reordered names over unchanged rows: not a permutation
+    assert code == 1 and "migration" not in doc and doc["invalidates"]["decisions"]
     result = CliRunner().invoke(main, ["verify", str(forged)])
     assert result.exit_code == 1
     line = next(x for x in result.output.splitlines() if "head.labels" in x)
@@ -282,6 +286,8 @@ def test_verify_passes_a_clean_build_and_is_not_evaluated_without_its_source(hea
     (moved / "readout.json").write_text(json.dumps(meta))
     result = CliRunner().invoke(main, ["verify", str(moved)])
     assert result.exit_code == 0 and "reconciliation NOT_EVALUATED" in result.output and "gone" in result.output
+    as_json = json.loads(CliRunner().invoke(main, ["verify", str(moved), "--json"]).output)
+    assert as_json["ok"] is False and as_json["reconciliation"]["decision"] == "NOT_EVALUATED"  # never reads as a pass
     assert CliRunner().invoke(main, ["verify", str(moved), "--strict"]).exit_code == 1
 
 
@@ -340,5 +346,47 @@ def test_stored_vectors_are_checked_against_the_artifact(minilm, tmp_path):
     verdict = check_stored(tmp_path / "vectors.parquet", readout_sdk.load(minilm["no_norm"]))
     assert not verdict.valid and "re-encode" in verdict.reason
     assert not check_stored(tmp_path / "vectors.parquet", readout_sdk.load(minilm["shared"], target="onnx-int8")).valid
+    assert not check_stored(tmp_path / "vectors.parquet",
+                            readout_sdk.load(minilm["shared"], target="onnx-int8-openvino")).valid
     pq.write_table(table.replace_schema_metadata({}), tmp_path / "plain.parquet")
     assert not check_stored(tmp_path / "plain.parquet", readout_sdk.load(minilm["rebuild"])).valid
+
+
+def test_stored_decisions_follow_the_decision_layers(heads, tmp_path):
+    """A classifier's stored records (labels and scores by name) stay valid for a head permuted with its
+    label map, and not for renamed labels or other thresholds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from readout_sdk.ray import Predictor
+    from readout_sdk.stored import check_stored
+
+    pq.write_table(Predictor(str(heads["base"]))(pa.table({"text": TEXTS})), tmp_path / "labels.parquet")
+    assert pq.read_schema(tmp_path / "labels.parquet").metadata[b"readout.outputs"] == b"decisions"
+    assert check_stored(tmp_path / "labels.parquet", readout_sdk.load(heads["permuted"])).valid
+    assert not check_stored(tmp_path / "labels.parquet", readout_sdk.load(heads["renamed"])).valid
+    pq.write_table(Predictor(str(heads["t1"]))(pa.table({"text": TEXTS})), tmp_path / "multi.parquet")
+    assert check_stored(tmp_path / "multi.parquet", readout_sdk.load(heads["t1"])).valid
+    assert not check_stored(tmp_path / "multi.parquet", readout_sdk.load(heads["t2"])).valid
+
+
+def test_a_relabelled_head_whose_rows_cannot_be_keyed_is_never_called_a_permutation(heads):
+    """Where the build found no label-axis tensor (``head_by_label`` is None), reordering the label names
+    alone must invalidate decisions: only rows keyed by label can prove a permutation."""
+    import dataclasses
+
+    from readout_sdk.artifact import open_artifact
+    from readout_sdk.compat import diff
+    from readout_sdk.identity import compute
+
+    art = open_artifact(heads["base"])
+
+    def variant(labels: list[str]):
+        record = json.loads(json.dumps(art.record))
+        weights = dict(record["identity"]["weights"], head_by_label=None)
+        record["output"]["labels"] = labels
+        record["identity"] = compute({k: v for k, v in record.items() if k != "identity"}, weights)
+        return dataclasses.replace(art, record=record)
+
+    doc = diff(variant(SENTIMENT), variant(SENTIMENT[::-1]))
+    assert "migration" not in doc and doc["invalidates"]["decisions"] and doc["invalidates"]["calibrated_scores"]

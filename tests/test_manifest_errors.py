@@ -146,6 +146,15 @@ def test_problem_type_disagrees(tmp_path, tmp_path_factory, classifier):
                  "needs problem_type 'regression', but config.json declares 'single_label_classification'")
 
 
+def test_serving_floor_names_a_metric_the_family_measures(tmp_path, minilm, classifier):
+    expect_error(tmp_path, base(minilm, serving={"min_parity": {"min_cosin": 0.99}}),
+                 "$.serving.min_parity.min_cosin", "embedding measures ['min_cosine'")
+    expect_error(tmp_path, base(classifier, family="sequence_classification",
+                                serving={"min_parity": {"min_cosine": 0.99}}),
+                 "$.serving.min_parity.min_cosine", "sequence_classification measures ['argmax_agreement'")
+    expect_error(tmp_path, base(minilm, serving={"min_parity": {}}), "$.serving.min_parity", "")
+
+
 def test_thresholds_count(tmp_path, classifier):
     doc = base(classifier, family="multilabel_classification", thresholds=[0.5, 0.5])
     expect_error(tmp_path, doc, "$.thresholds", "2 thresholds for 3 labels")

@@ -161,7 +161,10 @@ def test_default_load_is_declared_not_discovered(shared, tmp_path):
             {"target": "onnx-int8", "backend": "onnxruntime", "items_per_s": 170.0},
             {"target": "onnx-int8-openvino", "backend": "openvino", "items_per_s": 300.0},  # fastest, but failed
             {"target": "onnx-fp32", "backend": "openvino", "items_per_s": 100.0}]
-    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "release_id": release, "checks": checks}))
+    files = {readout_sdk.artifact.target_name(t["format"], t["precision"], t["runtime"]): t["sha256"]
+             for t in meta["targets"]}
+    kept = {"machine": machine_id(), "release_id": release, "checks": checks, "target_files": files}
+    (art / "parity.json").write_text(json.dumps(kept))
     (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
     engine = readout_sdk.load(art)  # a kept bench alone never changes what runs
     assert engine.target.name == "onnx-fp32" and "no serving.min_parity floor" in engine.choice_reason
@@ -173,17 +176,21 @@ def test_default_load_is_declared_not_discovered(shared, tmp_path):
         engine = readout_sdk.load(art)
         assert (engine.target.name, engine.backend) == expected, (floor, engine.choice_reason)
         assert "min_cosine >= " in engine.choice_reason
-        assert engine.cache_key("vectors").startswith(f"readout:vectors:{engine.precision}:")
-    keys = {readout_sdk.load(art, precision=p).cache_key("vectors") for p in ("fp32", "int8")}
-    assert len(keys) == 2  # the precision is part of the vector key
+        assert engine.cache_key("vectors").startswith(f"readout:vectors:{engine.target.name}:")
+    keys = {readout_sdk.load(art, target=t).cache_key("vectors") for t in ("onnx-fp32", "onnx-int8", "onnx-int8-openvino")}
+    assert len(keys) == 3  # the target (precision and int8 recipe) is part of the vector key
     assert readout_sdk.load(art, precision="fp32").target.name == "onnx-fp32"  # explicit wins
     meta["serving"] = {"min_parity": {"min_cosine": 0.999}}
     (art / "readout.json").write_text(json.dumps(meta))
     (art / "bench.json").write_text(json.dumps({"machine": "another CPU", "rows": rows}))
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # measured elsewhere: not trusted here
     (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
-    (art / "parity.json").write_text(json.dumps({"machine": machine_id(), "release_id": "0" * 64, "checks": checks}))
+    (art / "parity.json").write_text(json.dumps({**kept, "release_id": "0" * 64}))
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # evidence of another release: not this one's
+    (art / "parity.json").write_text(json.dumps({**kept, "target_files": {**files, "onnx-int8": "1" * 64}}))
+    assert readout_sdk.load(art).target.name == "onnx-fp32"  # evidence of another graph: not this one's
+    (art / "parity.json").write_text(json.dumps(kept))
+    assert readout_sdk.load(art).target.name == "onnx-int8"
 
 
 @pytest.mark.parametrize("target, path, words", [

@@ -109,7 +109,8 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None, junit_path: str | None,
            strict: bool, quiet: bool, debug: bool) -> None:
-    """Prove ARTIFACT's compiled targets equal eager PyTorch (per family, padding side, batch width).
+    """Reconcile ARTIFACT's semantic record with its source model, then prove its compiled targets equal
+    eager PyTorch (per family, padding side, batch width).
 
     Exit 0 when every evaluated check passes, 1 on any FAIL (and with --strict on any NOT_EVALUATED),
     2 on a bad artifact or usage. The artifact keeps the report as parity.json.
@@ -161,8 +162,8 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of throughput vs parity.")
 @click.option("--keep/--no-keep", default=True, show_default=True,
-              help="Keep bench.json in the artifact (load(device='auto') then picks the fastest target that "
-                   "passed parity on this kind of machine).")
+              help="Keep bench.json in the artifact (a default load() uses its speeds only where the manifest "
+                   "declared serving.min_parity, among targets whose kept parity meets that floor).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def bench(artifact: str, items: int, repeats: int, latency_items: int, no_processes: bool, json_path: str | None,
           plot_path: str | None, keep: bool, debug: bool) -> None:

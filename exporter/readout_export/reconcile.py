@@ -149,6 +149,9 @@ def reconcile(art: Artifact) -> Reconciliation:
         derived = derived_record(art, root)
     except (ManifestError, BuildError) as e:
         return Reconciliation(FAIL, where, f"the kept build manifest no longer resolves against the source: {e}")
+    except Exception as e:  # noqa: BLE001 - anything else is a FAIL naming it, never a crash of parity
+        return Reconciliation(FAIL, where, f"the record could not be re-derived from the source: "
+                                           f"{type(e).__name__}: {e}")
     fields = compare(art.record, derived)
     note = ""
     if art.identity is None:  # an older record: every field it states is still compared, digests cannot be

@@ -37,7 +37,7 @@ def verify(artifact: str, as_json: bool, strict: bool, debug: bool) -> None:
     lifecycle_ok = stored in (None, state.state)
     ident = art.identity
     if as_json:
-        click.echo(json.dumps({"ok": recon.decision != "FAIL" and lifecycle_ok, "path": str(art.path),
+        click.echo(json.dumps({"ok": recon.decision == "PASS" and lifecycle_ok, "path": str(art.path),
                                "release_id": ident.release_id if ident else None,
                                "reconciliation": recon.to_json(), "lifecycle": state.to_json(),
                                "lifecycle_kept": stored}, indent=2, default=str))
@@ -71,8 +71,10 @@ def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
     def go():
         try:
             return do_diff(open_artifact(a), open_artifact(b))
-        except IdentityError as e:
+        except (IdentityError, ArtifactError) as e:
             raise ArtifactError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - exit 1 means "a layer changed": any failure must be 2
+            raise ArtifactError(f"cannot compare {a} and {b}: {type(e).__name__}: {e}") from None
 
     doc = run_command(debug, as_json, go)
     click.echo(json.dumps(doc, indent=2, default=str) if as_json else text(doc))

@@ -74,7 +74,8 @@ def _identity_lines(art: Artifact) -> list[str]:
         lines.append(f"  lifecycle  MISMATCH: readout.json says {stored}; its evidence supports {state.state}")
     floor = (art.extra.get("serving") or {}).get("min_parity")
     try:
-        pick = choose(art.targets, None, "cpu", "auto", floor, kept_evidence(art.path, ident.release_id))
+        pick = choose(art.targets, None, "cpu", "auto", floor, kept_evidence(art.path, ident.release_id,
+                                                                             {t.name: t.sha256 for t in art.targets}))
         lines.append(f"  default    load(device='cpu') runs {pick.target.name} on {pick.backend}: {pick.reason}")
     except DeviceUnavailable as e:
         lines.append(f"  default    load(device='cpu') cannot run here: {e}")

@@ -35,7 +35,7 @@ def _pickled(path: Path) -> Iterator[tuple[str, str, list[int], bytes]]:
     state = torch.load(str(path), map_location="cpu", weights_only=True)
     for name in sorted(state):
         t = state[name].contiguous()
-        raw = t.view(torch.uint8) if t.dtype.itemsize > 0 and t.numel() else t
+        raw = t.reshape(-1).view(torch.uint8)  # bytes as stored, whatever the dtype (bf16 has no numpy twin)
         yield name, str(t.dtype).replace("torch.", ""), list(t.shape), raw.numpy().tobytes()
 
 
@@ -48,7 +48,9 @@ def tensors(files: Sequence[Path]) -> Iterator[tuple[str, str, list[int], bytes]
         reader = _safetensors if path.suffix == ".safetensors" else _pickled
         try:
             yield from reader(path)
-        except (OSError, ValueError, KeyError, struct.error) as e:
+        except Exception as e:  # noqa: BLE001 - unreadable weights of any kind: one line naming the file
+            if isinstance(e, BuildError):
+                raise
             raise BuildError(f"{path}: cannot read its tensors ({e})") from None
 
 
@@ -86,7 +88,8 @@ def split_digests(files: Sequence[Path], prefix: str | None, labels: Sequence[st
     return out
 
 
-def _by_label(head: dict[str, tuple[str, list[int], bytes]], labels: list[str]) -> str:
+def _by_label(head: dict[str, tuple[str, list[int], bytes]], labels: list[str]) -> str | None:
+    """None when no head tensor has the label axis first (rows cannot be keyed by label)."""
     n = len(labels)
     rows = {lab: hashlib.sha256() for lab in labels}
     other = []
@@ -98,6 +101,8 @@ def _by_label(head: dict[str, tuple[str, list[int], bytes]], labels: list[str]) 
                 rows[lab].update(raw[i * step:(i + 1) * step])
         else:
             other.append((name, tensor_digest(name, dtype, shape, raw)))
+    if len(other) == len(head):
+        return None
     return _combine(other + sorted((f"label={lab}", h.hexdigest()) for lab, h in rows.items()))
 
 
@@ -107,6 +112,13 @@ def module_digest(folder: Path) -> str:
     if not files:
         raise BuildError(f"{folder}: no model.safetensors or pytorch_model.bin")
     return _combine(sorted((n, tensor_digest(n, d, s, raw)) for n, d, s, raw in tensors(files)))
+
+
+def loaded_files(files: Sequence[Path]) -> list[Path]:
+    """The weight files transformers reads: safetensors where a directory has both formats."""
+    if any(p.name.startswith("model.safetensors") for p in files):
+        return [p for p in files if not p.name.startswith("pytorch_model")]
+    return list(files)
 
 
 def file_hashes(plan) -> list[tuple[str, str]]:
@@ -125,7 +137,7 @@ def file_hashes(plan) -> list[tuple[str, str]]:
 def plan_digests(plan, prefix: str | None) -> dict[str, object]:
     """``identity.weights`` for a plan: backbone/head/by-label digests, the split prefix, and one digest per
     Dense projection layer in order."""
-    out: dict[str, object] = dict(split_digests(plan.source.weight_files, prefix, plan.labels))
+    out: dict[str, object] = dict(split_digests(loaded_files(plan.source.weight_files), prefix, plan.labels))
     out["backbone_prefix"] = prefix
     out["projection"] = [module_digest(d.path) for d in plan.dense]
     return out

@@ -58,6 +58,7 @@ class Report:
     machine: str = ""
     release_id: str | None = None  # the identity this evidence is for (readout_sdk.identity)
     reconciliation: dict[str, Any] | None = None  # the semantic record against the source (exporter)
+    target_files: dict[str, str] = field(default_factory=dict)  # sha256 of each target's graph, as evaluated
 
     def counts(self) -> dict[str, int]:
         out = {"PASS": 0, "FAIL": 0, "NOT_EVALUATED": 0}
@@ -246,4 +247,5 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
             "batch_widths": list(widths)}
     return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,
-                  machine_id(), (record.get("identity") or {}).get("release_id"))
+                  machine_id(), (record.get("identity") or {}).get("release_id"),
+                  target_files={t.name: t.sha256 for t in targets})

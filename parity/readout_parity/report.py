@@ -78,6 +78,9 @@ def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
             report.checks = kept + report.checks
             if report.reconciliation is None and kept:
                 report.reconciliation = old.get("reconciliation")
+            files = old.get("target_files") or {}
+            report.target_files = {**{c.target: files[c.target] for c in kept if c.target in files},
+                                   **report.target_files}
     doc = to_json(report)
     _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))

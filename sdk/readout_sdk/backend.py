@@ -208,9 +208,10 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
 
 
-def kept_evidence(root: Path, release_id: str | None) -> Evidence:
+def kept_evidence(root: Path, release_id: str | None, files: dict[str, str] | None = None) -> Evidence:
     """The artifact's kept parity and bench reports as :class:`Evidence`, counting only reports of this
-    release measured on this kind of machine; empty when there are none."""
+    release measured on this kind of machine, and (with ``files``: target -> graph sha256) only targets
+    whose graph is the one parity evaluated; empty when there are none."""
     import json
 
     def read(name: str) -> dict:
@@ -226,11 +227,14 @@ def kept_evidence(root: Path, release_id: str | None) -> Evidence:
         return Evidence({}, {})
     decisions: dict[tuple[str, str], set[str]] = {}
     worst: dict[tuple[str, str], dict[str, float]] = {}
-    rows = [(c, c.get("decision")) for c in parity.get("checks", [])]
-    rows += [(m, None) for m in parity.get("measurements", [])]
+    evaluated = parity.get("target_files") or {}
+    rows = [(c, c.get("decision")) for c in parity.get("checks", []) if isinstance(c, dict)]
+    rows += [(m, None) for m in parity.get("measurements", []) if isinstance(m, dict)]
     for item, decision in rows:
         b = PROVIDER_BACKEND.get(item.get("provider"))
         if b is None or item.get("measured") is None:
+            continue
+        if files is not None and evaluated.get(item.get("target")) != files.get(item.get("target")):
             continue
         key = (item["target"], b)
         if decision is not None:

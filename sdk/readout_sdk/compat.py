@@ -40,8 +40,12 @@ def diff(a: Artifact, b: Artifact) -> dict[str, Any]:
         own = [k for k in sorted(set(fa[name]) | set(fb[name])) if fa[name].get(k) != fb[name].get(k)]
         layers[name] = "changed" if own else "same"
         changes += [{"layer": name, "field": k, "a": fa[name].get(k), "b": fb[name].get(k)} for k in own]
-    permuted = layers["head"] == "changed" and ia.head_by_label == ib.head_by_label \
-        and ia.layers["readout"] == ib.layers["readout"]
+    # a permutation moved the head's rows with its labels: the weights' order changed, the label set did not,
+    # and every row still belongs to the same label (a label map reordered over unchanged rows is not one)
+    permuted = (layers["head"] == "changed" and ia.head_by_label == ib.head_by_label
+                and ia.weights.get("head_by_label") is not None
+                and ia.weights.get("head") != ib.weights.get("head")
+                and sorted(fa["head"]["labels"]) == sorted(fb["head"]["labels"]))
     invalid: set[str] = set()
     vector_layers = {get(a.family).vector_layer, get(b.family).vector_layer}
     for name in LAYERS:
@@ -69,8 +73,8 @@ def diff(a: Artifact, b: Artifact) -> dict[str, Any]:
 
 
 def _targets(a: Artifact, ia: Identity, b: Artifact, ib: Identity) -> list[dict[str, Any]]:
-    va, _ = parity_verdicts(a.path, ia.release_id)
-    vb, _ = parity_verdicts(b.path, ib.release_id)
+    va, _ = parity_verdicts(a.path, ia.release_id, {t.name: t.sha256 for t in a.targets})
+    vb, _ = parity_verdicts(b.path, ib.release_id, {t.name: t.sha256 for t in b.targets})
     ta = {t.name: t for t in a.targets}
     tb = {t.name: t for t in b.targets}
     out = []

@@ -52,7 +52,8 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     art = open_artifact(path, check_graphs=False)
     on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
     ident = art.identity
-    evidence = kept_evidence(art.path, ident.release_id if ident else None) if on_cpu else None  # CPU measurements
+    files = {t.name: t.sha256 for t in art.targets}
+    evidence = kept_evidence(art.path, ident.release_id if ident else None, files) if on_cpu else None  # CPU only
     floor = (art.extra.get("serving") or {}).get("min_parity")
     choice = choose(art.targets, precision, device, backend, floor, evidence, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
@@ -124,11 +125,12 @@ class Engine:
     def cache_key(self, layer: str) -> str:
         """A key for caching what ``layer`` produces with this engine: a layer name (``tokenizer`` ...
         ``decision``) or ``contextual``, ``vectors``, ``raw_scores``, ``calibrated_scores``, ``decisions``.
-        It changes exactly when that layer or one it depends on changes, and with the target's precision."""
+        It changes exactly when that layer or one it depends on changes, and with the target (format,
+        precision, int8 recipe) that computed it."""
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
-        return cache_key(self.identity, layer, self.precision, self.family_spec.vector_layer)
+        return cache_key(self.identity, layer, self.target.name, self.family_spec.vector_layer)
 
     @property
     def tokenizer(self) -> Any:

@@ -4,8 +4,8 @@ The layers follow the spec's dependency graph (readout-contract 0x0A): ``tokeniz
 input policy, windows included) -> ``contextual`` (backbone weights, layer, position policy) -> ``readout``
 (rows, pooling, projection, normalization) -> ``head`` (head weights, ordered labels, score type) ->
 ``calibration`` -> ``decision`` (decision rule, thresholds, null policy). Each digest hashes its own
-fields *and its parent's digest*, so a change invalidates every descendant; ``release_id`` is the last
-link. Backends and precisions are not layers: targets sit beside the identity with their parity evidence.
+fields *and its parent's digest*, so a change invalidates every descendant; ``release_id`` closes the
+chain (a digest over every layer digest, the positional head's included). Backends and precisions are not layers: targets sit beside the identity with their parity evidence.
 
 The head has a second digest, ``head_by_label``: the same head with its rows keyed by label name instead
 of position. A head whose rows were permuted together with its label map keeps ``head_by_label`` (same
@@ -60,11 +60,16 @@ def layer_fields(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[
                  "inputs": [i["name"] for i in record["inputs"]], "window": out.get("window")}
     contextual = {**record["contextual_state"], "backbone_sha256": weights.get("backbone")}
     readout = {k: v for k, v in record["readout"].items() if k != "head"}
-    readout |= {"dim": out.get("dim"), "projection_sha256": list(weights.get("projection") or [])}
+    readout |= {"dim": out.get("dim"), "normalized": out.get("normalized"),
+                "projection_sha256": list(weights.get("projection") or [])}
     labels = list(out.get("labels") or [])
-    head = {"class": record["readout"].get("head"), "labels": labels, "score_type": out.get("score_type"),
+    head = {"family": record["family"], "class": record["readout"].get("head"), "labels": labels,
+            "score_type": out.get("score_type"),
             "vocab": out.get("vocab"), "outputs": record["outputs"], "head_sha256": weights.get("head")}
-    by_label = dict(head, labels=sorted(labels), head_sha256=weights.get("head_by_label") or weights.get("head"))
+    # rows keyed by label name where the build could find them; otherwise the ordered head itself (a
+    # relabelled head must never look like a permuted one)
+    by_label = dict(head, labels=sorted(labels), head_sha256=weights["head_by_label"]) \
+        if weights.get("head_by_label") else dict(head)
     decision = {k: v for k, v in out.items() if k not in _NOT_DECISION}
     if isinstance(decision.get("thresholds"), list) and labels:  # per label, by name: permutation-proof
         decision["thresholds"] = dict(zip(labels, decision["thresholds"]))
@@ -88,8 +93,11 @@ def compute(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, 
             parent = by_label
         else:
             parent = d
+    # the release is every layer, the positional head included: two artifacts whose raw outputs differ
+    # in coordinates are two releases even where their decisions are the same
+    release_id = digest({"scheme": SCHEME, "layers": layers, "head_by_label": by_label})
     return {"scheme": SCHEME, "weights": dict(weights), "layers": layers, "head_by_label": by_label,
-            "release_id": layers["decision"]}
+            "release_id": release_id}
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ class Identity:
             if section.get("layers", {}).get(name) != expected["layers"][name]:
                 raise IdentityError(f"identity.layers.{name} does not match the record's {name} fields "
                                     "(the record was edited after the build)")
-        if section.get("release_id") != expected["release_id"] or section.get("head_by_label") != expected["head_by_label"]:
+        if section.get("release_id") != expected["release_id"] or section.get("head_by_label") != expected["head_by_label"]:  # noqa: E501
             raise IdentityError("identity.release_id does not match the record's layers")
         return cls(dict(expected["layers"]), expected["head_by_label"], expected["release_id"],
                    dict(section.get("weights") or {}))
@@ -131,18 +139,18 @@ CACHE_LAYER = {"contextual": "contextual", "raw_scores": "head", "calibrated_sco
                "decisions": "decision"}
 
 
-def cache_key(identity: Identity, layer: str, precision: str, vector_layer: str = "readout") -> str:
-    """A key for a cache of what ``layer`` produces, as computed at ``precision``.
+def cache_key(identity: Identity, layer: str, target: str, vector_layer: str = "readout") -> str:
+    """A key for a cache of what ``layer`` produces, as computed by ``target`` (e.g. ``onnx-int8-openvino``).
 
     ``layer`` is a layer name (``tokenizer`` ... ``decision``) or a cache kind: ``contextual``, ``vectors``
     (the family's vector layer: ``readout`` for pooled and token vectors, ``head`` for sparse term
-    weights), ``raw_scores``, ``calibrated_scores``, ``decisions``. The precision is part of every key: a
-    cache may be shared across precisions only where parity evidence says so, and that is the reader's
-    explicit choice, not this key's.
+    weights), ``raw_scores``, ``calibrated_scores``, ``decisions``. The target (format, precision and the
+    int8 recipe's runtime) is part of every key: a cache may be shared across targets only where parity
+    evidence says so, and that is the reader's explicit choice, not this key's.
     """
     name = vector_layer if layer == "vectors" else CACHE_LAYER.get(layer, layer)
     if name not in identity.layers:
         raise ValueError(f"unknown layer {layer!r}; expected one of {list(LAYERS)} or "
                          f"{['vectors', *(k for k in CACHE_LAYER if k not in LAYERS)]}")
     d = identity.layers[name]
-    return f"readout:{layer}:{precision}:{hashlib.sha256(f'{d}:{precision}'.encode()).hexdigest()[:32]}"
+    return f"readout:{layer}:{target}:{hashlib.sha256(f'{d}:{target}'.encode()).hexdigest()[:32]}"

@@ -43,18 +43,38 @@ def _read(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def parity_verdicts(root: Path, release_id: str | None) -> tuple[dict[str, str], str]:
+def target_files(root: Path) -> dict[str, str]:
+    """Each listed target's graph sha256, from the artifact's readout.json ({} when unreadable)."""
+    meta = _read(root / "readout.json") or {}
+    return {str(t.get("name") or _name(t)): str(t.get("sha256")) for t in meta.get("targets", []) if isinstance(t, dict)}
+
+
+def _name(t: dict[str, Any]) -> str:
+    from readout_sdk.artifact import target_name
+
+    return target_name(str(t.get("format")), str(t.get("precision")), t.get("runtime"))
+
+
+def parity_verdicts(root: Path, release_id: str | None,
+                    files: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
     """Per target of the kept parity report for ``release_id``: FAIL (any check failed), PASS (every check
     on at least one execution provider passed; a provider not evaluated here is no failure, and no pass
     either), else NOT_EVALUATED; and why there are none ('' when there are). Reconciliation is listed as
-    a target."""
+    a target. With ``files`` (target -> graph sha256 now), a target whose graph is not the one the report
+    evaluated has no verdict (a replaced engine is not proven by its predecessor's parity)."""
     doc = _read(root / PARITY_FILE)
     if doc is None:
         return {}, f"no {PARITY_FILE}: run `readout-export parity {root}`"
     if release_id is None or doc.get("release_id") != release_id:
         return {}, f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one ({str(release_id)[:12]})"
     seen: dict[str, dict[str, set[str]]] = {}
+    evaluated = doc.get("target_files") or {}
     for c in doc.get("checks", []):
+        if not isinstance(c, dict):
+            continue
+        if files is not None and c.get("target") != RECONCILIATION and \
+                evaluated.get(c.get("target")) != files.get(c.get("target")):
+            continue
         seen.setdefault(str(c.get("target")), {}).setdefault(str(c.get("provider")), set()).add(str(c.get("decision")))
     out = {}
     for target, providers in seen.items():
@@ -72,7 +92,7 @@ def derive(root: str | Path, record: Mapping[str, Any]) -> Lifecycle:
     release_id = (record.get("identity") or {}).get("release_id")
     if release_id is None:
         return Lifecycle("DRAFT", [], ["a layered identity: rebuild with this readout-export"])
-    verdicts, why = parity_verdicts(root, release_id)
+    verdicts, why = parity_verdicts(root, release_id, target_files(root))
     if why:
         return Lifecycle("DRAFT", [], [why])
     recon = verdicts.pop(RECONCILIATION, None)

@@ -90,7 +90,7 @@ def _stamp(staging: Path, files: tuple[str, ...], artifact: str, load_options: M
     import pyarrow.parquet as pq
 
     from readout_sdk.engine import load
-    from readout_sdk.stored import VECTORS_KEY, identity_metadata
+    from readout_sdk.stored import OUTPUTS_KEY, identity_metadata
 
     with load(artifact, **{k: v for k, v in load_options.items() if k != "threads"}) as engine:
         if engine.identity is None:
@@ -98,7 +98,7 @@ def _stamp(staging: Path, files: tuple[str, ...], artifact: str, load_options: M
         meta = identity_metadata(engine)
     for f in files:
         path = staging / f
-        if (pq.read_schema(path).metadata or {}).get(VECTORS_KEY) == meta[VECTORS_KEY]:
+        if (pq.read_schema(path).metadata or {}).get(OUTPUTS_KEY) == meta[OUTPUTS_KEY]:
             continue
         table = pq.read_table(path)
         pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path)

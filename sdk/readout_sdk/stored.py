@@ -1,10 +1,13 @@
 """Whether stored outputs (an `encode` Parquet/Arrow file) are valid for an artifact.
 
 `readout-export encode` (and `readout_sdk.ray.Predictor`) write the producing release's identity into the
-Arrow schema metadata: ``readout.release_id``, ``readout.vectors_key`` (`Engine.cache_key("vectors")`:
-the family's vector layer and everything it depends on, plus the precision) and ``readout.target``.
-:func:`check_stored` compares a stored file's key with the one an artifact (or a loaded engine) gives
-now: vectors stay valid across releases that changed only the head, calibration or decision.
+Arrow schema metadata: ``readout.release_id``, ``readout.target``, ``readout.outputs`` (what the columns
+are, as a cache kind: ``vectors`` for embedding, late-interaction and sparse records, ``decisions`` for
+every other family, whose records hold labels and calibrated scores) and ``readout.outputs_key``
+(`Engine.cache_key` of that kind). Vector families also get ``readout.vectors_key``. :func:`check_stored`
+compares a stored file's key with the one an engine gives now: stored vectors stay valid across releases
+that changed only the head, calibration or decision; stored decisions only while every layer up to the
+decision is the same (a head permuted with its label map keeps them: they are keyed by label name).
 """
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 RELEASE_KEY = b"readout.release_id"
-VECTORS_KEY = b"readout.vectors_key"
 TARGET_KEY = b"readout.target"
+OUTPUTS = b"readout.outputs"
+OUTPUTS_KEY = b"readout.outputs_key"
+VECTORS_KEY = b"readout.vectors_key"
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,12 @@ class StoredCheck:
 
 def identity_metadata(engine: Any) -> dict[bytes, bytes]:
     """The schema metadata an output written with ``engine`` carries."""
-    return {RELEASE_KEY: str(engine.release_id).encode(), VECTORS_KEY: engine.cache_key("vectors").encode(),
-            TARGET_KEY: engine.target.name.encode()}
+    kind = engine.family_spec.stored_cache
+    meta = {RELEASE_KEY: str(engine.release_id).encode(), TARGET_KEY: engine.target.name.encode(),
+            OUTPUTS: kind.encode(), OUTPUTS_KEY: engine.cache_key(kind).encode()}
+    if kind == "vectors":
+        meta[VECTORS_KEY] = meta[OUTPUTS_KEY]
+    return meta
 
 
 def read_metadata(path: str | Path) -> dict[bytes, bytes]:
@@ -43,9 +52,9 @@ def read_metadata(path: str | Path) -> dict[bytes, bytes]:
         if not files:
             raise FileNotFoundError(f"{p}: no .parquet files")
         metas = [dict(pq.read_schema(f).metadata or {}) for f in files]
-        keys = {m.get(VECTORS_KEY) for m in metas}
+        keys = {m.get(OUTPUTS_KEY) for m in metas}
         if len(keys) > 1:
-            raise ValueError(f"{p}: its files were written by different releases ({len(keys)} vector keys)")
+            raise ValueError(f"{p}: its files were written by different releases ({len(keys)} output keys)")
         return metas[0]
     if p.suffix in (".arrow", ".feather", ".ipc"):
         import pyarrow as pa
@@ -56,18 +65,22 @@ def read_metadata(path: str | Path) -> dict[bytes, bytes]:
 
 
 def check_stored(path: str | Path, engine: Any) -> StoredCheck:
-    """Whether the vectors stored at ``path`` are valid for ``engine`` (a loaded `readout_sdk.Engine`):
-    the file's ``readout.vectors_key`` must equal ``engine.cache_key("vectors")``."""
+    """Whether the outputs stored at ``path`` are valid for ``engine`` (a loaded `readout_sdk.Engine`): the
+    file's ``readout.outputs_key`` must equal ``engine.cache_key`` of the kind it stores."""
     meta = read_metadata(path)
-    stored = meta.get(VECTORS_KEY)
-    expected = engine.cache_key("vectors")
-    if stored is None:
-        return StoredCheck(False, f"{path}: carries no {VECTORS_KEY.decode()} (not written by readout-export encode); "
-                                  "its vectors cannot be matched to a release", None, expected)
-    stored_s = stored.decode()
+    stored, kind = meta.get(OUTPUTS_KEY), meta.get(OUTPUTS, b"").decode()
+    if stored is None or not kind:
+        return StoredCheck(False, f"{path}: carries no {OUTPUTS_KEY.decode()} (not written by readout-export "
+                                  "encode); its outputs cannot be matched to a release")
+    try:
+        expected = engine.cache_key(kind)
+    except ValueError:
+        return StoredCheck(False, f"{path}: stores {kind!r}, which this SDK does not key", stored.decode())
     release = meta.get(RELEASE_KEY, b"?").decode()[:12]
-    if stored_s == expected:
-        return StoredCheck(True, f"valid: written by release {release} with the same vector layers and precision "
-                                 f"({engine.precision})", stored_s, expected)
-    return StoredCheck(False, f"invalid: written by release {release} ({meta.get(TARGET_KEY, b'?').decode()}); its "
-                              f"vector key differs from this artifact's at {engine.precision}: re-encode", stored_s, expected)
+    target = meta.get(TARGET_KEY, b"?").decode()
+    if stored.decode() == expected:
+        return StoredCheck(True, f"valid: {kind} written by release {release} ({target}) depend only on layers "
+                                 f"this artifact shares, computed by the same target", stored.decode(), expected)
+    return StoredCheck(False, f"invalid: {kind} written by release {release} ({target}) depend on layers or a "
+                              f"target this artifact ({engine.target.name}) does not share: re-encode",
+                       stored.decode(), expected)

@@ -97,7 +97,8 @@ def plot(report: BenchReport, path: Path) -> None:
 
 
 def keep_in_artifact(report: BenchReport) -> None:
-    """The artifact keeps bench.json (with the machine it was measured on); load(device='auto') reads it."""
+    """The artifact keeps bench.json (with the machine it was measured on); a default load() uses its speeds
+    only where the manifest declared serving.min_parity (`readout_sdk.backend.choose`)."""
     from readout_sdk.atomic import write_atomic
 
     write_atomic(Path(report.artifact) / "bench.json", json.dumps(

@@ -101,6 +101,7 @@ class Family:
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
+    stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property

@@ -16,6 +16,7 @@ class LateInteractionFamily(Family):
                TensorSpec("token_mask", "int64", ("batch", "sequence")))
     score_types = ("maxsim",)
     calls = ("encode_tokens",)
+    stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
     manifest_fields = frozenset({"readout"})
     readout_fields = frozenset({"rows", "normalize"})
     head = Head("AutoModel", ("last_hidden_state",), (True,))
