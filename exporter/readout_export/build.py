@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from readout_sdk.abi import family_spec, validate_record
 from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
-from readout_sdk.lifecycle import derive
+from readout_sdk.lifecycle import derive_from
 
 from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
@@ -175,6 +175,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.fp16 import make_fp16_graph
     from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
     from readout_export.architecture import describe
+    from readout_export.tokenizer_io import save_tokenizer
     from readout_export.record import build_record, weights_digest
     from readout_export.weights import file_hashes, plan_digests
 
@@ -183,8 +184,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         step(f"note: {note}")
     step(f"tokenizer: {plan.source.tokenizer_dir}")
     tok = plan.tokenizer
-    tok.backend.save(str(staging / "tokenizer.json"))
-    tok_sha = sha256_file(staging / "tokenizer.json")
+    tok_sha = save_tokenizer(tok, staging / "tokenizer.json")
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
     graph, core = assemble(plan)
@@ -256,6 +256,6 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     if pending:
         meta["compile"] = pending
     meta["serving"] = {"min_parity": plan.min_parity}
-    meta["lifecycle"] = derive(staging, record).to_json()  # DRAFT: no evidence yet
+    meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
     (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

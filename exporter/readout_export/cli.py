@@ -90,7 +90,7 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
 
         click.echo(json.dumps({"ok": True, "path": str(art.path), "abi": art.record,
                                "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
-                               "source": art.source, "lifecycle": derive(art.path, art.record).to_json(),
+                               "source": art.source, "lifecycle": derive(art).to_json(),
                                "lifecycle_kept": (art.extra.get("lifecycle") or {}).get("state"),
                                "serving": art.extra.get("serving")}, indent=2))
     else:

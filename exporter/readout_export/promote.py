@@ -45,7 +45,7 @@ def promote(path: str | Path, parent_path: str | Path) -> dict[str, Any]:
     for who, a in (("artifact", art), ("parent", parent)):
         if a.identity is None:
             raise PromotionRefused(f"{a.path}: the {who} has no layered identity; rebuild it with this readout-export")
-        state = derive(a.path, a.record)
+        state = derive(a)
         if not state.at_least("RECONCILED"):
             raise PromotionRefused(f"{a.path}: the {who} is {state.state}, not RECONCILED; missing: "
                                    f"{'; '.join(state.missing)}")

@@ -93,21 +93,15 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     """The record a build from ``root`` (the source model) and the kept manifest would write, derived
     without loading or running the model."""
     from readout_export.architecture import describe
-    from readout_export.manifest import Manifest
     from readout_export.record import build_record, weights_digest
-    from readout_export.resolve import resolve
+    from readout_export.resolve import resolve_kept
+    from readout_export.tokenizer_io import save_tokenizer
     from readout_export.weights import file_hashes, plan_digests
 
-    data = dict(art.extra.get("build", {}).get("manifest") or {})
-    if not data:
-        raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
-    data["model"] = str(root)
-    data["output_dir"] = str(art.path.parent / f".{art.path.name}.reconcile")  # never written
-    plan = resolve(Manifest(data, art.path / "manifest.json"))
+    plan = resolve_kept(art, root, "reconcile")
     arch = describe(plan)
     with tempfile.TemporaryDirectory(prefix="readout-reconcile-") as tmp:
-        plan.tokenizer.backend.save(str(Path(tmp) / "tokenizer.json"))
-        tok_sha = sha256_file(Path(tmp) / "tokenizer.json")
+        tok_sha = save_tokenizer(plan.tokenizer, Path(tmp) / "tokenizer.json")
     files = file_hashes(plan)
     dims: dict[str, int] = {"width": arch.width}
     if plan.source.config.get("vocab_size"):

@@ -40,16 +40,14 @@ def verify_source(art: Artifact) -> Path:
 def reference_graph(art: Artifact) -> Any:
     """The eager torch graph (backbone/head + readout) the artifact was exported from."""
     from readout_export.build import assemble
-    from readout_export.manifest import Manifest
-    from readout_export.resolve import resolve
+    from readout_export.errors import BuildError
+    from readout_export.resolve import resolve_kept
 
     root = verify_source(art)
-    data = dict(art.extra.get("build", {}).get("manifest") or {})
-    if not data:
-        raise ParityError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
-    data["model"] = str(root)
-    data["output_dir"] = str(art.path.parent / f".{art.path.name}.parity-reference")  # never written
-    plan = resolve(Manifest(data, art.path / "manifest.json"))
+    try:
+        plan = resolve_kept(art, root, "parity-reference")
+    except BuildError as e:
+        raise ParityError(str(e)) from None
     graph, _ = assemble(plan)
     return graph
 

@@ -30,7 +30,7 @@ def verify(artifact: str, as_json: bool, strict: bool, debug: bool) -> None:
         from readout_sdk.lifecycle import derive
 
         art = open_artifact(artifact)
-        return art, reconcile(art), derive(art.path, art.record)
+        return art, reconcile(art), derive(art)
 
     art, recon, state = run_command(debug, as_json, go)
     stored = (art.extra.get("lifecycle") or {}).get("state")

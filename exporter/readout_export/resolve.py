@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import family_spec
@@ -81,6 +82,21 @@ def resolve(manifest: Manifest) -> Plan:
     if "min_parity" in data.get("serving", {}):
         _resolve_min_parity(plan, data["serving"]["min_parity"])
     return plan
+
+
+def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
+    """The plan of the build manifest artifact ``art`` keeps (``readout.json["build"]["manifest"]``),
+    resolved again against the source model directory ``root``: what the eager reference and
+    reconciliation rebuild from. Its output_dir is a hidden sibling named for ``purpose``, never written."""
+    from readout_export.errors import BuildError
+    from readout_export.manifest import Manifest
+
+    data = dict(art.extra.get("build", {}).get("manifest") or {})
+    if not data:
+        raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
+    data["model"] = str(root)
+    data["output_dir"] = str(art.path.parent / f".{art.path.name}.{purpose}")
+    return resolve(Manifest(data, art.path / "manifest.json"))
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:

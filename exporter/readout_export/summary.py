@@ -57,7 +57,8 @@ def summarize(art: Artifact) -> str:
 
 def _identity_lines(art: Artifact) -> list[str]:
     """Release id and layer digests, the lifecycle state and what it rests on, and what a default load runs."""
-    from readout_sdk.backend import DeviceUnavailable, choose, kept_evidence
+    from readout_sdk.engine import select
+    from readout_sdk.errors import DeviceUnavailable
     from readout_sdk.lifecycle import derive
 
     ident = art.identity
@@ -65,17 +66,15 @@ def _identity_lines(art: Artifact) -> list[str]:
         return ["  identity   none (built before readout-identity/1): rebuild to get layer digests and a release id"]
     lines = [f"  release    {ident.release_id}",
              "  layers     " + ", ".join(f"{k} {v[:12]}" for k, v in ident.layers.items())]
-    state = derive(art.path, art.record)
+    state = derive(art)
     lines.append(f"  lifecycle  {state.state}" + "".join(f"; rests on {e['file']}: {e['shows']}" for e in state.rests_on))
     for m in state.missing:
         lines.append(f"             next: {m}")
     stored = (art.extra.get("lifecycle") or {}).get("state")
     if stored is not None and stored != state.state:
         lines.append(f"  lifecycle  MISMATCH: readout.json says {stored}; its evidence supports {state.state}")
-    floor = (art.extra.get("serving") or {}).get("min_parity")
     try:
-        pick = choose(art.targets, None, "cpu", "auto", floor, kept_evidence(art.path, ident.release_id,
-                                                                             {t.name: t.sha256 for t in art.targets}))
+        pick = select(art, device="cpu")
         lines.append(f"  default    load(device='cpu') runs {pick.target.name} on {pick.backend}: {pick.reason}")
     except DeviceUnavailable as e:
         lines.append(f"  default    load(device='cpu') cannot run here: {e}")

@@ -59,3 +59,12 @@ def load_tokenizer(tok_dir: Path, max_length: int, side: str, strategy: str) -> 
     src = tok_dir / "tokenizer.json"
     return TokenizerInfo(backend, special, sorted(set(hf.all_special_ids)), sorted(inserted), int(pad), leading,
                          src if src.is_file() else None)
+
+
+def save_tokenizer(tok: TokenizerInfo, path: Path) -> str:
+    """Write the artifact's tokenizer file (truncation as resolved, padding off); return its sha256. The build
+    and reconciliation both write it this way, so their hashes compare."""
+    from readout_sdk.artifact import sha256_file
+
+    tok.backend.save(str(path))
+    return sha256_file(path)

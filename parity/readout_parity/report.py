@@ -83,9 +83,7 @@ def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
                                    **report.target_files}
     doc = to_json(report)
     _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
-    meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     n = report.counts()
-    meta["parity"] = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
-                                 f"(see parity.json)", **n, "file": "parity.json"}
-    _write_atomic(root / "readout.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    refresh(root)  # the lifecycle state this evidence supports
+    summary = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
+                          f"(see parity.json)", **n, "file": "parity.json"}
+    refresh(root, {"parity": summary})  # with the lifecycle state this evidence supports: one write

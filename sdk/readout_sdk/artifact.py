@@ -82,15 +82,21 @@ class Artifact:
     tokenizer_file: str
     source: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    identity: Identity | None = None  # the layered identity, checked at open (None: built before it)
 
     @property
     def family(self) -> str:
         return self.record["family"]
 
     @property
-    def identity(self) -> "Identity | None":
-        """The layered identity (checked at open), or None for a record built before readout-identity/1."""
-        return Identity.of(self.record) if "identity" in self.record else None
+    def min_parity(self) -> dict[str, float] | None:
+        """What a default load may trade for speed (the manifest's ``serving.min_parity``), or None."""
+        return (self.extra.get("serving") or {}).get("min_parity")
+
+    @property
+    def target_files(self) -> dict[str, str]:
+        """target name -> sha256 of its graph file: what kept parity evidence must match."""
+        return {t.name: t.sha256 for t in self.targets}
 
     def target(self, fmt: str, precision: str) -> Target:
         """Return the target of this format and precision or raise naming what exists."""
@@ -164,9 +170,10 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         raise ArtifactError(f"{meta_path}: a target entry has unknown fields ({e})") from None
     if not targets:
         raise ArtifactError(f"{meta_path}: lists no targets")
+    identity = None
     if "identity" in record:
         try:
-            Identity.of(record)
+            identity = Identity.of(record)
         except IdentityError as e:
             raise ArtifactError(f"{meta_path}: {e}") from None
     tok = meta["tokenizer"]
@@ -186,4 +193,4 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
             if embedded != record:
                 raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
     extra = {k: v for k, v in meta.items() if k not in ("abi", "targets", "tokenizer", "source")}
-    return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra)
+    return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra, identity)

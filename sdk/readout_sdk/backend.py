@@ -189,10 +189,9 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
         return Selection(best[0], best[1], "requested")
     if not floor:
         return Selection(best[0], best[1], "most precise target (the artifact declares no serving.min_parity floor)")
-    where = "on device 'cuda'" if device == "cuda" else "on this kind of machine"
-    ev = evidence or Evidence({}, {})
+    ev = evidence or Evidence({}, {})  # kept reports are CPU measurements: the loader passes none on a GPU
     eligible = [p for p in runnable if meets(ev.parity.get((p[0].name, p[1]), {}), floor)]
-    measured = [p for p in eligible if (p[0].name, p[1]) in ev.speed] if device != "cuda" else []
+    measured = [p for p in eligible if (p[0].name, p[1]) in ev.speed]
     if measured:
         pick = max(measured, key=lambda p: ev.speed[(p[0].name, p[1])])
         key = (pick[0].name, pick[1])
@@ -201,47 +200,27 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
         return Selection(pick[0], pick[1], f"fastest target whose kept parity meets serving.min_parity "
                                            f"({_floor_text(floor)}): {pick[0].name} on {pick[1]}, {shown} in "
                                            f"parity.json, {ev.speed[key]:.0f} items/s in bench.json")
-    return Selection(best[0], best[1], f"most precise target: no kept bench {where} ranks targets whose "
+    return Selection(best[0], best[1], f"most precise target: no kept bench on this kind of machine ranks targets whose "
                                        f"parity meets serving.min_parity ({_floor_text(floor)})")
 
 
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
 
 
-def kept_evidence(root: Path, release_id: str | None, files: dict[str, str] | None = None) -> Evidence:
-    """The artifact's kept parity and bench reports as :class:`Evidence`, counting only reports of this
-    release measured on this kind of machine, and (with ``files``: target -> graph sha256) only targets
-    whose graph is the one parity evaluated; empty when there are none."""
-    import json
-
-    def read(name: str) -> dict:
-        try:
-            doc = json.loads((root / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return doc if isinstance(doc, dict) else {}
+def kept_evidence(root: Path, release_id: str | None, files: dict[str, str]) -> Evidence:
+    """The artifact's kept parity and bench reports as :class:`Evidence`: this release's parity
+    (`readout_sdk.evidence.kept_parity`) measured on this kind of machine, per (target, backend) whose every
+    check passed, with bench speeds from this kind of machine; empty when there are none."""
+    from readout_sdk.evidence import kept_parity, read_json
 
     here = machine_id()
-    parity, bench = read("parity.json"), read("bench.json")
-    if parity.get("machine") != here or release_id is None or parity.get("release_id") != release_id:
+    kept, _ = kept_parity(root, release_id, files)
+    if kept is None or kept.machine != here:
         return Evidence({}, {})
-    decisions: dict[tuple[str, str], set[str]] = {}
-    worst: dict[tuple[str, str], dict[str, float]] = {}
-    evaluated = parity.get("target_files") or {}
-    rows = [(c, c.get("decision")) for c in parity.get("checks", []) if isinstance(c, dict)]
-    rows += [(m, None) for m in parity.get("measurements", []) if isinstance(m, dict)]
-    for item, decision in rows:
-        b = PROVIDER_BACKEND.get(item.get("provider"))
-        if b is None or item.get("measured") is None:
-            continue
-        if files is not None and evaluated.get(item.get("target")) != files.get(item.get("target")):
-            continue
-        key = (item["target"], b)
-        if decision is not None:
-            decisions.setdefault(key, set()).add(decision)
-        worst.setdefault(key, {})[item["metric"]] = float(item["measured"])
-    passed = {k: worst[k] for k, v in decisions.items() if v == {"PASS"}}
+    passed = {(target, PROVIDER_BACKEND[provider]): cell.measured for (target, provider), cell in kept.cells.items()
+              if provider in PROVIDER_BACKEND and cell.decisions == {"PASS"}}
     speed: dict[tuple[str, str], float] = {}
+    bench = read_json(root / "bench.json") or {}
     if bench.get("machine") == here:
         for row in bench.get("rows", []):
             key = (row.get("target"), row.get("backend"))

@@ -16,7 +16,7 @@ from typing import Any
 from readout_sdk.artifact import Artifact
 from readout_sdk.families import get
 from readout_sdk.identity import CACHES, LAYERS, Identity, layer_fields
-from readout_sdk.lifecycle import parity_verdicts
+from readout_sdk.evidence import kept_parity
 
 # the caches a change of each layer invalidates (the head row depends on the family's vector layer)
 EFFECTS: dict[str, frozenset[str]] = {
@@ -52,7 +52,7 @@ def diff(a: Artifact, b: Artifact) -> dict[str, Any]:
         if layers[name] != "changed":
             continue
         effect = PERMUTED_HEAD if name == "head" and permuted else EFFECTS[name]
-        if name in vector_layers and name != "readout":  # vectors come out of this layer
+        if name in vector_layers:  # vectors come out of this layer (sparse: the head)
             effect = effect | {"vector_cache"}
         invalid |= effect
     if a.family != b.family:
@@ -73,8 +73,7 @@ def diff(a: Artifact, b: Artifact) -> dict[str, Any]:
 
 
 def _targets(a: Artifact, ia: Identity, b: Artifact, ib: Identity) -> list[dict[str, Any]]:
-    va, _ = parity_verdicts(a.path, ia.release_id, {t.name: t.sha256 for t in a.targets})
-    vb, _ = parity_verdicts(b.path, ib.release_id, {t.name: t.sha256 for t in b.targets})
+    va, vb = (_verdicts(x, i) for x, i in ((a, ia), (b, ib)))
     ta = {t.name: t for t in a.targets}
     tb = {t.name: t for t in b.targets}
     out = []
@@ -87,6 +86,11 @@ def _targets(a: Artifact, ia: Identity, b: Artifact, ib: Identity) -> list[dict[
             else "compatibility unproven until parity passes"
         out.append({"target": name, "in": side, "status": status, "parity": {"a": pa, "b": pb}})
     return out
+
+
+def _verdicts(art: Artifact, ident: Identity) -> dict[str, str]:
+    kept, _ = kept_parity(art.path, ident.release_id, art.target_files)
+    return kept.verdicts() if kept is not None else {}
 
 
 def text(doc: dict[str, Any]) -> str:

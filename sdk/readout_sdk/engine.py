@@ -50,12 +50,7 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     are checked.
     """
     art = open_artifact(path, check_graphs=False)
-    on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
-    ident = art.identity
-    files = {t.name: t.sha256 for t in art.targets}
-    evidence = kept_evidence(art.path, ident.release_id if ident else None, files) if on_cpu else None  # CPU only
-    floor = (art.extra.get("serving") or {}).get("min_parity")
-    choice = choose(art.targets, precision, device, backend, floor, evidence, target)
+    choice = select(art, device, precision, backend, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
             return _load_with(art, choice, device, streams, max_batch_tokens, threads)
@@ -64,6 +59,16 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
             choice = type(fallback)(fallback.target, fallback.backend,
                                     f"the TensorRT engine cannot run here ({e}); fell back")
     return _load_with(art, choice, device, streams, max_batch_tokens, threads)
+
+
+def select(art: Artifact, device: str = "auto", precision: str | None = None, backend: str = "auto",
+           target: str | None = None) -> Any:
+    """What :func:`load` with these arguments runs, and why (a `readout_sdk.backend.Selection`): the
+    artifact's declared serving floor and, on the CPU, its kept parity and bench evidence for this release."""
+    on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
+    release = art.identity.release_id if art.identity else None
+    evidence = kept_evidence(art.path, release, art.target_files) if on_cpu else None  # kept reports: CPU runs
+    return choose(art.targets, precision, device, backend, art.min_parity, evidence, target)
 
 
 def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int,

@@ -27,9 +27,8 @@ SCHEME = "readout-identity/1"
 LAYERS = ("tokenizer", "contextual", "readout", "head", "calibration", "decision")
 # what an application caches, and the layer each depends on (``vectors`` is the family's vector layer)
 CACHES = ("contextual_cache", "vector_cache", "raw_scores", "calibrated_scores", "decisions")
-# keys of the record's ``output`` section that belong to other layers than ``decision``
-_NOT_DECISION = {"labels": "head", "score_type": "head", "dim": "readout", "normalized": "readout",
-                 "vocab": "head", "window": "tokenizer"}
+# keys of the record's ``output`` section that :func:`layer_fields` gives to other layers than ``decision``
+_NOT_DECISION = frozenset({"labels", "score_type", "vocab", "dim", "normalized", "window"})
 
 
 class IdentityError(ValueError):
@@ -124,7 +123,8 @@ class Identity:
             if section.get("layers", {}).get(name) != expected["layers"][name]:
                 raise IdentityError(f"identity.layers.{name} does not match the record's {name} fields "
                                     "(the record was edited after the build)")
-        if section.get("release_id") != expected["release_id"] or section.get("head_by_label") != expected["head_by_label"]:  # noqa: E501
+        if (section.get("release_id"), section.get("head_by_label")) != (expected["release_id"],
+                                                                         expected["head_by_label"]):
             raise IdentityError("identity.release_id does not match the record's layers")
         return cls(dict(expected["layers"]), expected["head_by_label"], expected["release_id"],
                    dict(section.get("weights") or {}))

@@ -84,24 +84,16 @@ class Predictor:
         return table.replace_schema_metadata({**(table.schema.metadata or {}), **self.metadata})
 
 
-def _stamp(staging: Path, files: tuple[str, ...], artifact: str, load_options: Mapping[str, Any]) -> None:
-    """Make every written file carry the release's identity in its schema metadata (Ray Data may drop the
-    batches' metadata when it writes): rewritten in the staging directory, before anything is renamed."""
-    import pyarrow.parquet as pq
+def _check_stamped(staging: Path, stamped: bool) -> None:
+    """Every written file must carry the one release identity its actors wrote into the batches' schema
+    metadata (Ray Data keeps it): a file without it, or files of two releases, fail the run before the
+    output is renamed into place."""
+    from readout_sdk.stored import OUTPUTS_KEY, read_metadata
 
-    from readout_sdk.engine import load
-    from readout_sdk.stored import OUTPUTS_KEY, identity_metadata
-
-    with load(artifact, **{k: v for k, v in load_options.items() if k != "threads"}) as engine:
-        if engine.identity is None:
-            return
-        meta = identity_metadata(engine)
-    for f in files:
-        path = staging / f
-        if (pq.read_schema(path).metadata or {}).get(OUTPUTS_KEY) == meta[OUTPUTS_KEY]:
-            continue
-        table = pq.read_table(path)
-        pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}), path)
+    if not stamped or not any(staging.glob("*.parquet")):
+        return
+    if OUTPUTS_KEY not in read_metadata(staging):  # read_metadata refuses files that disagree
+        raise RuntimeError(f"{staging}: written without the release identity in its schema metadata")
 
 
 def _assigned_cpus() -> int | None:
@@ -223,7 +215,8 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
                            "Ray would wait for them forever")
     from readout_sdk.artifact import open_artifact
 
-    family = open_artifact(artifact, check_graphs=False, graphs=False).family
+    opened = open_artifact(artifact, check_graphs=False, graphs=False)
+    family, stamped = opened.family, opened.identity is not None
     keys = _json_keys(src) if src.suffix == ".jsonl" else {}  # read once: the columns, and which are strings
     names_in = list(keys) if src.suffix == ".jsonl" else list(_pyarrow().parquet.read_schema(src).names)
     check_columns(names_in, resolve_columns(family, columns),
@@ -260,7 +253,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         seconds = time.perf_counter() - t0
         files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
         written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
-        _stamp(staging, files, artifact, load_options)
+        _check_stamped(staging, stamped)
         if written != expected:
             raise RuntimeError(f"{written} rows written for {expected} input rows" + (
                 "; with --address, --output must be storage every node writes to" if address and not files else ""))

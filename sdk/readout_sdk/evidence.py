@@ -1,0 +1,80 @@
+"""The parity evidence an artifact keeps (``parity.json``), read once and the same way for every use:
+the lifecycle (per target), the default load (per target x backend, with the worst value of each
+metric), and `diff` (per target, on each side).
+
+Only evidence for *this* release counts, and only for a target whose graph is still the one parity
+evaluated (``target_files``): a rebuilt release or a replaced engine is not proven by old checks.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+PARITY_FILE = "parity.json"
+RECONCILIATION = "reconciliation"  # the parity checks' target name for reconciliation
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing, unreadable or not an object."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+@dataclass
+class Cell:
+    """What one target showed on one execution provider: the decisions of its checks and the measured
+    value of each metric (gated or not)."""
+
+    decisions: set[str] = field(default_factory=set)
+    measured: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KeptParity:
+    """The checks of a kept parity report that count for one release, by (target, provider)."""
+
+    machine: str
+    cells: dict[tuple[str, str], Cell]
+
+    def verdicts(self) -> dict[str, str]:
+        """Per target: FAIL (any check failed), PASS (every check on at least one provider passed; a
+        provider not evaluated here is no failure and no pass), else NOT_EVALUATED."""
+        by_target: dict[str, list[set[str]]] = {}
+        for (target, _), cell in self.cells.items():
+            by_target.setdefault(target, []).append(cell.decisions)
+        out = {}
+        for target, seen in by_target.items():
+            out[target] = "FAIL" if any("FAIL" in d for d in seen) else (
+                "PASS" if any(d == {"PASS"} for d in seen) else "NOT_EVALUATED")
+        return out
+
+
+def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str]) -> tuple[KeptParity | None, str]:
+    """The artifact's kept parity report for ``release_id``, counting only targets whose graph sha256 in
+    ``files`` (target -> sha256 now) is the one evaluated; or None and why there is none."""
+    doc = read_json(root / PARITY_FILE)
+    if doc is None:
+        return None, f"no {PARITY_FILE}: run `readout-export parity {root}`"
+    if release_id is None or doc.get("release_id") != release_id:
+        return None, (f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one "
+                      f"({str(release_id)[:12]})")
+    evaluated = doc.get("target_files") or {}
+    cells: dict[tuple[str, str], Cell] = {}
+    rows = [(c, True) for c in doc.get("checks", [])] + [(m, False) for m in doc.get("measurements", [])]
+    for item, is_check in rows:
+        if not isinstance(item, dict):
+            continue
+        target = str(item.get("target"))
+        if target != RECONCILIATION and (target not in files or evaluated.get(target) != files[target]):
+            continue  # not a target of this artifact, or not this graph of it
+        cell = cells.setdefault((target, str(item.get("provider"))), Cell())
+        if is_check:
+            cell.decisions.add(str(item.get("decision")))
+        if item.get("measured") is not None:
+            cell.measured[str(item.get("metric"))] = float(item["measured"])
+    return KeptParity(str(doc.get("machine", "")), cells), ""
