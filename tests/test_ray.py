@@ -117,7 +117,7 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
     summary = json.loads(result.output.strip().splitlines()[-1])
     assert summary["rows"] == 3000
     written = pq.read_table(tmp_path / "out")
-    assert written.column_names == ["id", "text", "n", "day", "label", "score", "scores", "truncated"]
+    assert written.column_names == ["id", "text", "n", "day", "label", "score", "scores", "truncated", "abstained"]
     from readout_sdk.stored import check_stored
 
     engine = readout_sdk.load(art, target="onnx-fp32")

@@ -239,9 +239,10 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
     sys.exit(report.exit_code())
 
 
-from readout_export import release_cli, scale_cli  # noqa: E402  (verify, diff, promote; triton, serve, encode)
+from readout_export import eval_cli, release_cli, scale_cli  # noqa: E402  (verify, diff, promote; triton, serve,
+# encode; evaluate, calibrate)
 
-for _command in (*release_cli.COMMANDS, *scale_cli.COMMANDS):
+for _command in (*release_cli.COMMANDS, *scale_cli.COMMANDS, *eval_cli.COMMANDS):
     main.add_command(_command)
 
 if __name__ == "__main__":

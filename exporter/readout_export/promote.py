@@ -1,4 +1,4 @@
-"""`readout-export promote`: make a RECONCILED artifact a CANDIDATE with a compatibility record.
+"""`readout-export promote`: make an EVALUATED artifact a CANDIDATE with a compatibility record (its parent must be at least RECONCILED).
 
 ``compatibility.json`` (written atomically into the artifact) holds the diff against the parent, the
 cache-invalidation plan, and the rollback target: the parent's release id, layer digests and the sha256 of
@@ -46,8 +46,9 @@ def promote(path: str | Path, parent_path: str | Path) -> dict[str, Any]:
         if a.identity is None:
             raise PromotionRefused(f"{a.path}: the {who} has no layered identity; rebuild it with this readout-export")
         state = derive(a)
-        if not state.at_least("RECONCILED"):
-            raise PromotionRefused(f"{a.path}: the {who} is {state.state}, not RECONCILED; missing: "
+        need = "EVALUATED" if who == "artifact" else "RECONCILED"  # the parent may predate evaluation
+        if not state.at_least(need):
+            raise PromotionRefused(f"{a.path}: the {who} is {state.state}, not {need}; missing: "
                                    f"{'; '.join(state.missing)}")
     ident, pid = Identity.of(art.record), Identity.of(parent.record)
     if ident.release_id == pid.release_id:

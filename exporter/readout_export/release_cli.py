@@ -1,5 +1,5 @@
 """Release-identity commands: `verify` (no model runs), `diff` (what a new release breaks) and
-`promote` (a RECONCILED artifact becomes a CANDIDATE with its compatibility record)."""
+`promote` (an EVALUATED artifact becomes a CANDIDATE with its compatibility record)."""
 from __future__ import annotations
 
 import json
@@ -91,7 +91,8 @@ def promote(artifact: str, parent: str, as_json: bool, debug: bool) -> None:
     """Make ARTIFACT a CANDIDATE: write compatibility.json (diff against PARENT, cache-invalidation plan,
     rollback target with the parent's release id and file hashes) atomically into ARTIFACT.
 
-    Refuses (exit 2) an artifact or parent that is not at least RECONCILED, naming what is missing.
+    Refuses (exit 2) an artifact that is not EVALUATED, or a parent that is not at least RECONCILED,
+    naming what is missing.
     """
     from readout_export.promote import promote as do_promote
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import METADATA_KEY, AbiError, validate_record
+from readout_sdk.calibration import graph_record_matches
 from readout_sdk.identity import Identity, IdentityError
 
 ARTIFACT_FILE = "readout.json"
@@ -190,7 +191,7 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         graph = _verify_hash(root, t.file, t.sha256)
         if check_graphs and t.format == "onnx":
             embedded = read_onnx_record(graph)
-            if embedded != record:
+            if not graph_record_matches(record, embedded):
                 raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
     extra = {k: v for k, v in meta.items() if k not in ("abi", "targets", "tokenizer", "source")}
     return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra, identity)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.artifact import Target
+from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import choose, gpu_available, kept_evidence, providers_for
 from readout_sdk.batching import Prepared, Progress, check_items, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
@@ -87,7 +89,7 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
                                     "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
     try:
         embedded = runner.embedded_metadata().get(METADATA_KEY)
-        if embedded is None or json.loads(embedded) != art.record:
+        if embedded is None or not graph_record_matches(art.record, json.loads(embedded)):
             raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
         return Engine(art, runner, picked, choice.reason, max_batch_tokens)
     except BaseException:
@@ -212,12 +214,20 @@ class Engine:
             owners = " / ".join(f.name for f in REGISTRY.values() if call in f.calls)
             raise WrongCall(f"{call}() is for {owners} artifacts; this artifact is {self.family}: use "
                             f"{' or '.join(c + '()' for c in fam.calls)}")
+        traced = list(self._traced(items, batch_size, show_progress, what, options))
+        return fam.collect(self.context, [t.result for t in traced], tuple(t.truncated for t in traced))
+
+    def _traced(self, items: Iterable[Any], batch_size: int, show_progress: bool, what: str,
+                options: dict[str, Any]) -> Iterator["Traced"]:
+        fam = self.family_spec
         opts = fam.options(self.context, **options)
-        results, cuts = [], []
         for outs, parts, item, cut in self._parts(items, batch_size, show_progress, what):
-            results.append(fam.decide(self.context, item, outs, parts, cut, **opts))
-            cuts.append(cut)
-        return fam.collect(self.context, results, tuple(cuts))
+            yield Traced(item, fam.decide(self.context, item, outs, parts, cut, **opts), outs, parts, cut)
+
+    def trace(self, items: Iterable[Any], batch_size: int = 32, **options: Any) -> list["Traced"]:
+        """The family's decision per item (as :meth:`decide`, before results are collected), with the raw
+        outputs and encoded parts it came from: what evaluation and calibration read, in one run."""
+        return list(self._traced(items, batch_size, False, "items", options))
 
     # ---- embedding --------------------------------------------------------------------------
     def embed(self, texts: Iterable[str], batch_size: int = 32, show_progress: bool = False) -> Embeddings:
@@ -306,6 +316,18 @@ class Engine:
         if self.family_spec.single_item:
             return call(*_two(inputs, f"({', '.join(self.family_spec.fields)})"), **kwargs)
         return call(inputs, **kwargs)
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One item through :meth:`Engine.trace`: the checked item, the family's per-item result, each part's
+    raw named outputs and encoding, and whether it was cut at max_length."""
+
+    item: Any
+    result: Any
+    outs: list[dict[str, np.ndarray]]
+    parts: list[Prepared]
+    truncated: bool
 
 
 def _positive(**values: int) -> None:

@@ -1,8 +1,8 @@
 """The release lifecycle, derived from evidence kept in the artifact, never typed by hand.
 
 DRAFT (built) -> RECONCILED (reconciliation against the source and parity passed for at least one
-target, in the kept ``parity.json`` of *this* release) -> EVALUATED (a frozen evaluation on a test split
-met its gates: not in this release, so the state stops at RECONCILED) -> CANDIDATE (``readout-export
+target, in the kept ``parity.json`` of *this* release) -> EVALUATED (the latest test-role evaluation of
+this release, kept in ``evaluation.json``, had gates and all of them passed) -> CANDIDATE (``readout-export
 promote`` wrote ``compatibility.json`` for this release: diff against its parent, invalidation plan,
 rollback target). ``readout.json["lifecycle"]`` keeps the last derived state for people and tools to
 read; :func:`derive` is what decides, and `inspect` says when the two disagree.
@@ -18,6 +18,7 @@ from readout_sdk.evidence import PARITY_FILE, RECONCILIATION, kept_parity, read_
 
 STATES = ("DRAFT", "RECONCILED", "EVALUATED", "CANDIDATE")
 COMPATIBILITY_FILE = "compatibility.json"
+EVALUATION_FILE = "evaluation.json"
 
 
 @dataclass
@@ -65,15 +66,34 @@ def derive_from(root: str | Path, record: Mapping[str, Any], files: Mapping[str,
         return Lifecycle("DRAFT", [], missing)
     evidence = [{"file": PARITY_FILE, "sha256": sha256_file(root / PARITY_FILE),
                  "shows": f"reconciliation PASS; parity PASS for {', '.join(passed)}"}]
+    evaluated = passed_test_evaluation(root, release_id)
+    if evaluated is None:
+        return Lifecycle("RECONCILED", evidence,
+                         [f"EVALUATED: a test evaluation of this release whose gates all pass "
+                          f"(`readout-export evaluate ARTIFACT --data TEST.jsonl --role test`, kept in {EVALUATION_FILE})"])
+    evidence.append({"file": EVALUATION_FILE, "sha256": sha256_file(root / EVALUATION_FILE),
+                     "shows": f"test evaluation on data {evaluated['data']['sha256'][:12]} ({evaluated['data']['rows']} "
+                              f"rows): {len(evaluated['gates'])} gates PASS"})
     compat = read_json(root / COMPATIBILITY_FILE)
     if compat is not None and compat.get("release_id") == release_id:
         parent = (compat.get("rollback") or {}).get("release_id", "?")
         evidence.append({"file": COMPATIBILITY_FILE, "sha256": sha256_file(root / COMPATIBILITY_FILE),
                          "shows": f"promoted with rollback target {str(parent)[:12]}"})
         return Lifecycle("CANDIDATE", evidence, [])
-    return Lifecycle("RECONCILED", evidence,
-                     ["EVALUATED: a frozen evaluation on a test split (not in this release); "
-                      "CANDIDATE: `readout-export promote ARTIFACT --parent PARENT`"])
+    return Lifecycle("EVALUATED", evidence, ["CANDIDATE: `readout-export promote ARTIFACT --parent PARENT`"])
+
+
+def passed_test_evaluation(root: Path, release_id: str) -> dict[str, Any] | None:
+    """The latest test-role evaluation of this release kept in evaluation.json, if its gates all passed."""
+    kept = read_json(root / EVALUATION_FILE)
+    if kept is None or kept.get("release_id") != release_id:
+        return None
+    tests = [r for r in kept.get("runs", []) if r.get("role") == "test" and r.get("release_id") == release_id]
+    if not tests:
+        return None
+    last = tests[-1]  # a later failing test run takes the state back
+    ok = last.get("verdict") == "PASS" and last.get("gates") and all(g.get("decision") == "PASS" for g in last["gates"])
+    return last if ok else None
 
 
 def refresh(root: str | Path, updates: Mapping[str, Any] | None = None) -> Lifecycle:

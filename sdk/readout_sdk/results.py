@@ -49,14 +49,17 @@ class Embeddings:
 
 @dataclass(frozen=True)
 class Classification:
-    """Single-label decision: ``label`` is the argmax (ties to the lowest index)."""
+    """Single-label decision: ``label`` is the argmax (ties to the lowest index), or None with
+    ``abstained`` when the record's abstention rule declines to decide (its top score is under the
+    calibrated ``min_score``; ``score`` and ``top`` still say what the argmax was)."""
 
-    label: str
+    label: str | None
     score: float
     scores: dict[str, float]
     score_kind: str  # "probability" (softmax/sigmoid) or "logit"
     top: tuple[tuple[str, float], ...] = ()
     truncated: bool = False
+    abstained: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tokenizers import Encoding
 
 from readout_sdk import agreement as A
 from readout_sdk.batching import Prepared
+from readout_sdk.calibration import temperature as calibration_temperature
 from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
@@ -62,6 +63,13 @@ class Context:
         self.inserted_ids = np.array(sorted(self.encoder.inserted), np.int64)  # ids the tokenizer adds
         self.unk: int | None = record["input"]["special_token_ids"].get("unk")
         self.subword_prefix: str | None = getattr(self.encoder.tokenizer.model, "continuing_subword_prefix", None)
+        # the calibration layer (`readout_sdk.calibration`): scores come from logits / temperature
+        self.temperature: float = calibration_temperature(record)
+
+    def scores(self, logits: np.ndarray) -> np.ndarray:
+        """The record's declared score of raw logits, through its calibration layer."""
+        z = np.asarray(logits, np.float64)
+        return S.apply(self.output["score_type"], z if self.temperature == 1.0 else z / self.temperature)
 
     @property
     def tokenizer(self) -> Any:
@@ -102,6 +110,8 @@ class Family:
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
+    calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it
+    task: ClassVar[str] = ""                      # its output object, for evaluation (readout_sdk.evaluation)
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property
@@ -207,7 +217,7 @@ class Family:
             return outs[0]
         how = ctx.long["aggregation"]
         if how == "mean_probabilities":
-            return {"probabilities": np.mean([S.apply(ctx.output["score_type"], w["logits"]) for w in outs], axis=0)}
+            return {"probabilities": np.mean([ctx.scores(w["logits"]) for w in outs], axis=0)}
         return {k: np.mean([w[k] for w in outs], axis=0) for k in outs[0]}  # mean / mean_logits
 
     # ---- parity ------------------------------------------------------------------------------
@@ -246,6 +256,11 @@ class Family:
             same = np.concatenate([np.argmax(a, -1) == np.argmax(b, -1) for a, b in zip(got, ref)])
             return {"decision_agreement": float(same.mean())}
         return {"decision_agreement": A.same_fraction([int(np.argmax(a)) for a in got], [int(np.argmax(b)) for b in ref])}
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def relevance(self, engine: Any, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The declared score of each (query, document) pair, for families scored against documents."""
+        raise TypeError(f"{self.name} does not score documents against a query")
 
     # ---- serving -----------------------------------------------------------------------------
     def record(self, result: Any) -> dict[str, Any]:

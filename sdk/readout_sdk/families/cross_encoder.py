@@ -6,13 +6,14 @@ from typing import Any
 import numpy as np
 
 from readout_sdk import agreement as A
-from readout_sdk.decode import scores as S
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 from readout_sdk.results import Scored
 
 
 class CrossEncoderFamily(Family):
     name = "cross_encoder"
+    task = "relevance"
+    calibrators = ("temperature",)
     outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
     input_kind = "pair"
     fields = ("query", "document")
@@ -28,12 +29,20 @@ class CrossEncoderFamily(Family):
 
     def decide(self, ctx: Context, item: tuple[str, str], outs: list[dict[str, np.ndarray]], parts: Any,
                truncated: bool) -> Scored:
-        values = S.apply(ctx.output["score_type"], outs[0]["logits"])
+        values = self.class_probabilities(ctx, outs)
         # the score of a multi-class cross-encoder is its last class (e.g. "entailment" / "relevant")
         return Scored(-1, float(values[-1]), item[1], tuple(map(float, values)), truncated)
 
+    def class_probabilities(self, ctx: Context, outs: list[dict[str, np.ndarray]]) -> np.ndarray:
+        """Every class's declared score for one pair, through the calibration layer."""
+        return ctx.scores(outs[0]["logits"])
+
     def collect(self, ctx: Context, results: list[Scored], truncated: tuple[bool, ...]) -> list[Scored]:
         return [Scored(i, r.score, r.document, r.scores, r.truncated) for i, r in enumerate(results)]
+
+    def relevance(self, engine: Any, pairs: Any) -> np.ndarray:
+        """Each pair's declared score (the last class's, as `score_pairs` gives it)."""
+        return np.array([s.score for s in engine.score_pairs(list(pairs))], np.float64)
 
     def agreement(self, ctx: Context, got: list[Scored], ref: list[Scored]) -> dict[str, float]:
         g = np.array([x.score for x in got])

@@ -17,6 +17,7 @@ POOLED_ROWS = TensorSpec("pooled_rows", "float32", ("batch", "sequence", "width"
 
 class EmbeddingFamily(Family):
     name = "embedding"
+    task = "relevance"
     outputs = (TensorSpec("embeddings", "float32", ("batch", "dim")),)
     score_types = ("cosine", "dot", "euclidean")
     calls = ("embed",)
@@ -75,6 +76,14 @@ class EmbeddingFamily(Family):
     def agreement(self, ctx: Context, got: list[Any], ref: list[Any]) -> dict[str, float]:
         return A.vector_agreement(np.stack(got), np.stack(ref))
 
+    def relevance(self, engine: Any, pairs: Any) -> np.ndarray:
+        """Each pair's similarity under the declared score type (each distinct text embedded once)."""
+        texts = list(dict.fromkeys(t for p in pairs for t in p))
+        vecs = engine.embed(texts)
+        at = {t: i for i, t in enumerate(texts)}
+        sims = [vecs_pair(vecs, at[q], at[d]) for q, d in pairs]
+        return np.array(sims, np.float64)
+
     def bench_agreement(self, got: Any, ref: Any) -> dict[str, float]:
         cos = [float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b))) for a, b in zip(got, ref)]
         return {"min_cosine": min(cos), "mean_cosine": float(np.mean(cos))}
@@ -84,6 +93,13 @@ class EmbeddingFamily(Family):
 
     def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
         return {"embedding": pa.list_(pa.float32()), "truncated": pa.bool_()}
+
+
+def vecs_pair(vecs: Embeddings, i: int, j: int) -> float:
+    """The declared similarity of rows i and j of one Embeddings (the rule of `Embeddings.similarity`)."""
+    one = Embeddings(vecs.vectors[i:i + 1], vecs.normalized, vecs.score_type)
+    other = Embeddings(vecs.vectors[j:j + 1], vecs.normalized, vecs.score_type)
+    return float(one.similarity(other)[0, 0])
 
 
 def _token_mean(long_inputs: Mapping[str, Any] | None) -> bool:

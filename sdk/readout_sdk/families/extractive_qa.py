@@ -24,6 +24,8 @@ MAX_ANSWER_LENGTH = 30  # transformers' QA pipeline default, in tokens
 
 class ExtractiveQAFamily(Family):
     name = "extractive_qa"
+    task = "extractive_qa"
+    calibrators = ("null_threshold",)
     outputs = (TensorSpec("start_logits", "float32", ("batch", "sequence")),
                TensorSpec("end_logits", "float32", ("batch", "sequence")))
     input_kind = "pair"
@@ -91,9 +93,15 @@ class ExtractiveQAFamily(Family):
             if (a, b) not in seen:
                 seen.add((a, b))
                 answers.append(Answer(context[a:b], a, b, score))
-        if null_score is not None:
-            answers.append(Answer("", 0, 0, null_score, is_null=True))
-            answers.sort(key=lambda x: -x.score)
+        if null_score is not None:  # the decision layer's rule: null wins by more than null_threshold
+            null = Answer("", 0, 0, null_score, is_null=True)
+            margin = float(ctx.output.get("null_threshold", 0.0))
+            if not answers or null_score - answers[0].score > margin:
+                answers.insert(0, null)
+            else:  # below the best span, at its score's rank among the rest
+                rest = answers[1:] + [null]
+                rest.sort(key=lambda x: -x.score)
+                answers = answers[:1] + rest
         if not answers:
             raise InputRefused("no admissible answer span: the context is empty after truncation")
         return answers[:top_k]

@@ -12,6 +12,7 @@ from readout_sdk.results import TokenVectors
 
 class LateInteractionFamily(Family):
     name = "late_interaction"
+    task = "relevance"
     outputs = (TensorSpec("token_vectors", "float32", ("batch", "sequence", "dim")),
                TensorSpec("token_mask", "int64", ("batch", "sequence")))
     score_types = ("maxsim",)
@@ -36,6 +37,12 @@ class LateInteractionFamily(Family):
         keep = o["token_mask"].astype(bool)
         tokens = parts[0].encodings[0].tokens
         return TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k), truncated)
+
+    def relevance(self, engine: Any, pairs: Any) -> np.ndarray:
+        """Each pair's MaxSim (query rows against document rows; each distinct text encoded once)."""
+        texts = list(dict.fromkeys(t for p in pairs for t in p))
+        vecs = dict(zip(texts, engine.encode_tokens(texts)))
+        return np.array([maxsim(vecs[q].vectors, vecs[d].vectors) for q, d in pairs], np.float64)
 
     def agreement(self, ctx: Context, got: list[TokenVectors], ref: list[TokenVectors]) -> dict[str, float]:
         worst = 0.0

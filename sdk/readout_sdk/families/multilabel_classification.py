@@ -13,6 +13,8 @@ from readout_sdk.results import MultiLabel
 
 class MultilabelClassificationFamily(Family):
     name = "multilabel_classification"
+    task = "multilabel"
+    calibrators = ("thresholds",)
     outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
     label_axis = True
     score_types = ("sigmoid",)

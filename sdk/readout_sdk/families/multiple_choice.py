@@ -16,6 +16,8 @@ from readout_sdk.results import Choice
 
 class MultipleChoiceFamily(Family):
     name = "multiple_choice"
+    task = "single_label"
+    calibrators = ("temperature",)
     outputs = (TensorSpec("logits", "float32", ("batch", "choices")),)
     input_kind = "choices"
     fields = ("question", "choices")
@@ -54,9 +56,13 @@ class MultipleChoiceFamily(Family):
 
     def decide(self, ctx: Context, item: tuple[str, list[str]], outs: list[dict[str, np.ndarray]], parts: Any,
                truncated: bool, **options: Any) -> Choice:
-        probs = S.softmax(outs[0]["logits"])
+        probs = self.class_probabilities(ctx, outs)
         k = S.argmax_first(probs)
         return Choice(k, item[1][k], float(probs[k]), tuple(map(float, probs)), truncated)
+
+    def class_probabilities(self, ctx: Context, outs: list[dict[str, np.ndarray]]) -> np.ndarray:
+        """Softmax over one question's choices, through the calibration layer."""
+        return ctx.scores(outs[0]["logits"])
 
     def agreement(self, ctx: Context, got: list[Choice], ref: list[Choice]) -> dict[str, float]:
         names = [f"choice {i}" for i in range(max((len(g.scores) for g in got), default=0))]

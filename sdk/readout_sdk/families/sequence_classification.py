@@ -6,7 +6,6 @@ from typing import Any
 import numpy as np
 
 from readout_sdk import agreement as A
-from readout_sdk.decode import scores as S
 from readout_sdk.families.base import Context, Family, Head, TensorSpec, by_label
 from readout_sdk.results import Classification
 
@@ -15,6 +14,7 @@ ARGMAX = "argmax; ties go to the lowest index"
 
 class SequenceClassificationFamily(Family):
     name = "sequence_classification"
+    task = "single_label"
     outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
     label_axis = True
     score_types = ("softmax",)
@@ -25,7 +25,8 @@ class SequenceClassificationFamily(Family):
     head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
     decision = ARGMAX
     metric_names = ("argmax_agreement", "topk_agreement")
-    record_keys = ("label", "score", "scores", "truncated")
+    record_keys = ("label", "score", "scores", "truncated", "abstained")
+    calibrators = ("temperature", "abstention")
     bench_peer = "text-classification"
 
     def options(self, ctx: Context, top_k: int = 1) -> dict[str, Any]:
@@ -33,12 +34,13 @@ class SequenceClassificationFamily(Family):
 
     def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                top_k: int = 1) -> Classification:
-        probs = probabilities(ctx, self.merged(ctx, outs))
+        probs = self.class_probabilities(ctx, outs)
         labels = ctx.labels
         order = sorted(range(len(labels)), key=lambda k: (-probs[k], k))
         top = tuple((labels[k], float(probs[k])) for k in order[:top_k])
-        return Classification(top[0][0], top[0][1], dict(zip(labels, map(float, probs))), "probability", top,
-                              truncated)
+        abstained = abstains(ctx, top[0][1])
+        return Classification(None if abstained else top[0][0], top[0][1], dict(zip(labels, map(float, probs))),
+                              "probability", top, truncated, abstained)
 
     def agreement(self, ctx: Context, got: list[Classification], ref: list[Classification]) -> dict[str, float]:
         return {"argmax_agreement": A.same_fraction([g.label for g in got], [r.label for r in ref]),
@@ -46,10 +48,16 @@ class SequenceClassificationFamily(Family):
                                                     [list(r.scores.values()) for r in ref], ctx.labels, 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:
-        return {"label": r.label, "score": r.score, "scores": dict(r.scores), "truncated": r.truncated}
+        return {"label": r.label, "score": r.score, "scores": dict(r.scores), "truncated": r.truncated,
+                "abstained": r.abstained}
 
     def arrow_types(self, pa: Any, labels: Any) -> dict[str, Any]:
-        return {"label": pa.string(), "score": pa.float64(), "scores": by_label(pa, labels), "truncated": pa.bool_()}
+        return {"label": pa.string(), "score": pa.float64(), "scores": by_label(pa, labels), "truncated": pa.bool_(),
+                "abstained": pa.bool_()}
+
+    def class_probabilities(self, ctx: Context, outs: list[dict[str, np.ndarray]]) -> np.ndarray:
+        """Each label's probability for one item (windows merged), through the calibration layer."""
+        return probabilities(ctx, self.merged(ctx, outs))
 
 
 def positive_top_k(top_k: Any) -> int:
@@ -59,9 +67,15 @@ def positive_top_k(top_k: Any) -> int:
     return top_k
 
 
+def abstains(ctx: Context, top_score: float) -> bool:
+    """The decision layer's abstention rule: a top score under ``output.abstention.min_score``."""
+    rule = ctx.output.get("abstention")
+    return rule is not None and top_score < float(rule["min_score"])
+
+
 def probabilities(ctx: Context, out: dict[str, np.ndarray]) -> np.ndarray:
     """The declared score of each label (windows averaged as probabilities arrive as such)."""
-    return out["probabilities"] if "probabilities" in out else S.apply(ctx.output["score_type"], out["logits"])
+    return out["probabilities"] if "probabilities" in out else ctx.scores(out["logits"])
 
 
 FAMILY = SequenceClassificationFamily()

@@ -11,6 +11,7 @@ from readout_sdk.results import SparseVector
 
 class SparseFamily(Family):
     name = "sparse"
+    task = "relevance"
     outputs = (TensorSpec("sparse_weights", "float32", ("batch", "vocab")),)
     score_types = ("dot",)
     calls = ("sparse_encode",)
@@ -36,6 +37,12 @@ class SparseFamily(Family):
         idx = idx[np.lexsort((idx, -w[idx]))]  # heaviest first, ties by vocabulary id
         tokens = tuple(ctx.tokenizer.id_to_token(int(i)) or "" for i in idx)
         return SparseVector(idx, w[idx], tokens, truncated)
+
+    def relevance(self, engine: Any, pairs: Any) -> np.ndarray:
+        """Each pair's sparse dot product (each distinct text encoded once)."""
+        texts = list(dict.fromkeys(t for p in pairs for t in p))
+        vecs = dict(zip(texts, engine.sparse_encode(texts)))
+        return np.array([vecs[q].dot(vecs[d]) for q, d in pairs], np.float64)
 
     def agreement(self, ctx: Context, got: list[SparseVector], ref: list[SparseVector], k: int = 10) -> dict[str, float]:
         overlap = []

@@ -12,7 +12,7 @@ import numpy as np
 
 from readout_sdk import agreement as A
 from readout_sdk.decode import scores as S
-from readout_sdk.decode.tagging import AGGREGATIONS, decode_entities, pieces
+from readout_sdk.decode.tagging import AGGREGATIONS, Piece, decode_entities, pieces
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 from readout_sdk.results import TaggedText
 
@@ -30,6 +30,7 @@ def tag_scheme(labels: list[str]) -> str:
 
 class TokenClassificationFamily(Family):
     name = "token_classification"
+    task = "entities"
     outputs = (TensorSpec("token_logits", "float32", ("batch", "sequence", "classes")),)
     label_axis = True
     score_types = ("softmax",)
@@ -52,6 +53,13 @@ class TokenClassificationFamily(Family):
 
     def decide(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                aggregation: str = "simple") -> TaggedText:
+        ps = self.token_pieces(ctx, item, outs, parts)
+        entities = decode_entities(item, ps, list(ctx.labels), aggregation, scheme=ctx.output.get("tag_scheme", "BIO"))
+        return TaggedText(tuple(entities), truncated)
+
+    def token_pieces(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any) -> list[Piece]:
+        """Every source token of one text once, in text order, with its class probabilities: the owned,
+        non-special rows of its windows (what decoding and token-level evaluation both read)."""
         encs = [p.encodings[0] for p in parts]
         owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
         windows = list(zip(encs, outs, owned))
@@ -63,8 +71,7 @@ class TokenClassificationFamily(Family):
                                                                 zip(enc.special_tokens_mask, own)]
             ps += pieces(item, S.softmax(out["token_logits"]), enc.offsets, skip, enc.ids, enc.tokens, ctx.unk,
                          ctx.subword_prefix)
-        entities = decode_entities(item, ps, list(ctx.labels), aggregation, scheme=ctx.output.get("tag_scheme", "BIO"))
-        return TaggedText(tuple(entities), truncated)
+        return ps
 
     def agreement(self, ctx: Context, got: list[TaggedText], ref: list[TaggedText]) -> dict[str, float]:
         def spans(t: TaggedText) -> list[tuple[str, int, int]]:

@@ -1,0 +1,141 @@
+"""`evaluate`: one artifact (and optionally its parent) on one evaluation file in one declared role."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from readout_sdk.errors import InputRefused
+from readout_sdk.evaluation import data as D
+from readout_sdk.evaluation import gates as G
+from readout_sdk.evaluation import lineage as L
+from readout_sdk.evaluation.paired import compare
+from readout_sdk.evaluation.slices import DEFAULT_MIN_SUPPORT, slices
+from readout_sdk.evaluation.tasks import Case, Measured, Task, task_of
+
+from readout_sdk.lifecycle import EVALUATION_FILE
+
+SCHEMA = "readout-evaluation/1"
+
+
+def settings(meta: dict[str, Any]) -> dict[str, Any]:
+    """The build manifest's ``evaluation`` section, as the artifact keeps it."""
+    return dict(((meta.get("build") or {}).get("manifest") or {}).get("evaluation") or {})
+
+
+def measure(engine: Any, ds: D.Dataset) -> tuple[Task, list[Case], Measured]:
+    """The family's task, its cases and its metrics for ``engine`` on ``ds``."""
+    task = task_of(engine.family_spec)
+    golds = []
+    for row in ds.rows:
+        if not any(f in row.fields for f in task.gold_fields):
+            raise ds.fail(row, f"no gold field: a {engine.family} row needs "
+                               f"{' or '.join(repr(f) for f in task.gold_fields)}")
+        golds.append(task.gold(ds, row, engine))
+    cases = task.cases(engine, ds, golds)
+    return task, cases, task.measure(cases, engine)
+
+
+def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Path | None = None,
+             target: str | None = None, gates: Sequence[str] = (), min_support: int | None = None,
+             keep: bool = True, say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Evaluate ``artifact`` on ``data`` in ``role``; return the report (see docs/evaluation.md). With
+    ``keep`` the artifact keeps it (evaluation.json, its lineage, its lifecycle state)."""
+    import readout_sdk
+
+    if role not in D.ROLES:
+        raise InputRefused(f"--role must be one of {', '.join(D.ROLES)}, got {role!r}")
+    ds = D.read(data)
+    root = Path(artifact)
+    engine = readout_sdk.load(root, target=target)
+    meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
+    conf = settings(meta)
+    min_support = int(min_support if min_support is not None else conf.get("min_support", DEFAULT_MIN_SUPPORT))
+    declared = [G.Gate.parse(g, "$.evaluation.gates") for g in conf.get("gates", [])] + \
+        [G.Gate.parse(g) for g in gates]
+    per_slice = [G.Gate.parse(g, "$.evaluation.slice_gates") for g in conf.get("slice_gates", [])]
+    history = L.uses(meta)
+    described = ds.describe(role)
+    flags = L.audit(history, described, role, engine.release_id, str(ds.path))
+    say(f"evaluating {engine.family} release {str(engine.release_id)[:12]} ({engine.target.name}) on "
+        f"{ds.path.name}: {len(ds.rows)} rows, role {role}")
+    task, cases, measured = measure(engine, ds)
+    sl = slices(task, cases, engine, min_support)
+    by_name = {s.name: s for s in sl}
+    paired, p_slices, p_metrics = None, {}, None
+    if parent is not None:
+        p_engine = readout_sdk.load(parent, target=target)
+        if p_engine.family != engine.family:
+            raise InputRefused(f"{parent}: the parent is {p_engine.family}, the candidate {engine.family}")
+        say(f"evaluating the parent, release {str(p_engine.release_id)[:12]}, on the same rows")
+        _, p_cases, p_measured = measure(p_engine, ds)
+        p_metrics = p_measured.metrics
+        p_slices = {s.name: s for s in slices(task, p_cases, p_engine, min_support)}
+        paired = compare(task, cases, p_cases, measured.metrics, p_metrics, p_engine.release_id)
+        p_engine.close()
+    results = []
+    for g in declared:
+        base = p_metrics if g.slice is None else (p_slices[g.slice].measured.metrics if g.slice in p_slices else None)
+        results.append(G.decide(g, measured.metrics, measured.support, by_name, base, min_support))
+    for g in per_slice:  # applied to every slice with enough support
+        for s in sl:
+            if s.gated:
+                one = G.Gate(f"{g.text} [{s.name}]", g.metric, s.name, g.op, g.value, g.parent_offset)
+                base = p_slices[s.name].measured.metrics if s.name in p_slices else None
+                results.append(G.decide(one, measured.metrics, measured.support, by_name, base, min_support))
+    verdict = G.verdict(results)
+    if not results:
+        flags.append("no gates declared: nothing was gated" + (", and a test evaluation with nothing gated never "
+                                                                 "passes" if role == "test" else ""))
+    doc = {"schema": SCHEMA, "artifact": str(root), "family": engine.family, "release_id": engine.release_id,
+           "target": engine.target.name, "backend": engine.backend, "role": role, "data": described,
+           "task": task.name, "metrics": measured.metrics, "support": measured.support,
+           "definitions": measured.definitions, **measured.detail,
+           "min_support": min_support, "slices": [s.to_json() for s in sl], "paired": paired,
+           "gates": [r.to_json() for r in results], "verdict": verdict, "flags": flags,
+           "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "cases": [c.to_json() for c in cases]}
+    doc["exit_code"] = exit_code(doc)
+    doc["_cases"] = cases  # for plots; dropped before anything is written
+    engine.close()
+    if keep:
+        lineage = {**(meta.get("lineage") or {}), "data": L.record_use(history, described, role, "evaluate",
+                                                                        doc["release_id"])}
+        keep_in_artifact(root, doc, lineage)
+    return doc
+
+
+def exit_code(doc: dict[str, Any]) -> int:
+    """0 when every gate passed; 1 on any FAIL or NOT_EVALUATED gate, or a test run with no gate."""
+    if doc["verdict"] == G.PASS:
+        return 0
+    if not doc["gates"] and doc["role"] != "test":
+        return 0  # a measurement run: nothing was claimed
+    return 1
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    """The report as written (no in-memory cases)."""
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
+def keep_in_artifact(root: Path, doc: dict[str, Any], lineage: dict[str, Any]) -> None:
+    """evaluation.json keeps every run of this release (atomic); readout.json its lineage and state."""
+    from readout_sdk.atomic import write_atomic
+    from readout_sdk.lifecycle import refresh
+
+    path = root / EVALUATION_FILE
+    kept = None
+    if path.is_file():
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            kept = None
+    if not kept or kept.get("release_id") != doc["release_id"]:
+        kept = {"schema": SCHEMA, "release_id": doc["release_id"], "runs": []}
+    kept["runs"].append(public(doc))
+    write_atomic(path, (json.dumps(kept, indent=2) + "\n").encode("utf-8"))
+    summary = {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"], "file": EVALUATION_FILE,
+               "gates": len(doc["gates"])}
+    refresh(root, {"lineage": lineage, "evaluation": summary})

@@ -1,0 +1,105 @@
+"""extractive_qa: an answer span in the context, or no answer. Gold: ``answers`` in SQuAD form
+``{"text": [...], "answer_start": [...]}`` (empty lists: unanswerable).
+
+Exact match and F1 follow the official SQuAD v2.0 evaluation script: answers are normalized (lower
+case, punctuation and the articles a/an/the removed, whitespace collapsed), F1 is token overlap, each
+case takes its best gold answer, and a gold set with no non-empty answer is the empty answer, which only
+the null prediction matches. Values are fractions (the script prints them x100).
+"""
+from __future__ import annotations
+
+import collections
+import re
+import string
+from typing import Any, Sequence
+
+import numpy as np
+
+from readout_sdk.evaluation.data import Dataset, Row
+from readout_sdk.evaluation.tasks.base import Case, Measured, Task, items_of, trace_slices
+
+CANDIDATES = 20  # answers asked per case: the null answer and the best span are among them unless beaten 20 times
+
+
+def normalize_answer(s: str) -> str:
+    """The SQuAD script's normalization."""
+    s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s, flags=re.UNICODE)
+    return " ".join(s.split())
+
+
+def exact(gold: str, pred: str) -> float:
+    return float(normalize_answer(gold) == normalize_answer(pred))
+
+
+def f1(gold: str, pred: str) -> float:
+    g = normalize_answer(gold).split() if gold else []
+    p = normalize_answer(pred).split() if pred else []
+    if not g or not p:
+        return float(g == p)
+    same = sum((collections.Counter(g) & collections.Counter(p)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best(golds: list[str], pred: str) -> tuple[float, float]:
+    """(exact match, F1) against the best gold answer ([''] when none is non-empty)."""
+    golds = [a for a in golds if normalize_answer(a)] or [""]
+    return max(exact(a, pred) for a in golds), max(f1(a, pred) for a in golds)
+
+
+class ExtractiveQA(Task):
+    name = "extractive_qa"
+    gold_fields = ("answers",)
+    case_value = "F1 of the case"
+    correctness = "exact match (the null answer for an unanswerable case)"
+
+    def gold(self, ds: Dataset, row: Row, engine: Any) -> list[str]:
+        value = row.fields.get("answers")
+        ok = isinstance(value, dict) and isinstance(value.get("text"), list) \
+            and all(isinstance(a, str) for a in value["text"])
+        if not ok:
+            raise ds.fail(row, "'answers' must be {\"text\": [...], \"answer_start\": [...]} (empty lists: "
+                               f"no answer), got {value!r}")
+        starts = value.get("answer_start", [])
+        context = row.fields.get("context") or ""
+        for text, start in zip(value["text"], starts):
+            if isinstance(start, int) and context[start:start + len(text)] != text:
+                raise ds.fail(row, f"'answers': {text!r} is not at answer_start {start} of the context")
+        return list(value["text"])
+
+    def cases(self, engine: Any, ds: Dataset, golds: Sequence[list[str]]) -> list[Case]:
+        out = []
+        for row, gold, t in zip(ds.rows, golds, engine.trace(items_of(engine, ds), top_k=CANDIDATES)):
+            answers = t.result
+            top = answers[0]
+            span = next((a for a in answers if not a.is_null), None)
+            null = next((a for a in answers if a.is_null), None)
+            em, f = best(gold, "" if top.is_null else top.text)
+            answerable = any(normalize_answer(a) for a in gold)
+            margin = (null.score - span.score if span is not None else float("inf")) if null is not None else None
+            if null is None and engine.abi["output"].get("null_policy") == "cls":
+                margin = -float("inf")  # the null answer lost to CANDIDATES spans
+            out.append(Case(row.id, trace_slices(engine, row, t) + ["answerable" if answerable else "unanswerable"],
+                            {"text": top.text, "start": top.start, "end": top.end, "is_null": top.is_null,
+                             "score": top.score}, gold, bool(em), f,
+                            {"em": em, "f1": f, "answerable": answerable, "null": top.is_null, "margin": margin,
+                             "span_scores": best(gold, span.text) if span is not None else (0.0, 0.0)}))
+        return out
+
+    def measure(self, cases: Sequence[Case], engine: Any) -> Measured:
+        n = len(cases)
+        m = {"exact_match": float(np.mean([c.extra["em"] for c in cases])),
+             "f1": float(np.mean([c.extra["f1"] for c in cases])),
+             "no_answer_accuracy": float(np.mean([c.extra["null"] == (not c.extra["answerable"]) for c in cases])),
+             "answerable_rate": float(np.mean([c.extra["answerable"] for c in cases]))}
+        return Measured(m, {k: n for k in m}, {},
+                        {"exact_match": "SQuAD v2.0 script's normalized exact match, best gold answer (fraction)",
+                         "f1": "SQuAD v2.0 script's token-overlap F1, best gold answer (fraction)",
+                         "no_answer_accuracy": "fraction of cases whose null / non-null prediction matches whether "
+                                               "the gold has an answer"})
+
+
+TASK = ExtractiveQA()
