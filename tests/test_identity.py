@@ -291,14 +291,25 @@ def test_verify_passes_a_clean_build_and_is_not_evaluated_without_its_source(hea
     assert CliRunner().invoke(main, ["verify", str(moved), "--strict"]).exit_code == 1
 
 
-def test_promote_needs_reconciled_evidence_and_writes_a_rollback_target(heads, tmp_path):
+def test_promote_needs_evaluated_evidence_and_writes_a_rollback_target(heads, tmp_path):
     parent, child = linked_copy(heads["base"], tmp_path / "parent"), linked_copy(heads["renamed"], tmp_path / "child")
     refused = CliRunner().invoke(main, ["promote", str(child), "--parent", str(parent)])
-    assert refused.exit_code == 2 and "not RECONCILED" in refused.output and "parity" in refused.output
+    assert refused.exit_code == 2 and "is DRAFT, not EVALUATED" in refused.output and "parity" in refused.output
     assert not (child / "compatibility.json").exists()
     for art in (parent, child):
         assert CliRunner().invoke(main, ["parity", str(art), "--widths", "1,7", "-q"]).exit_code == 0
         assert json.loads((art / "readout.json").read_text())["lifecycle"]["state"] == "RECONCILED"
+    not_yet = CliRunner().invoke(main, ["promote", str(child), "--parent", str(parent)])
+    assert not_yet.exit_code == 2 and "not EVALUATED" in not_yet.output and "--role test" in not_yet.output
+    texts = ["a fine day", "the worst film", "it rains", "so good", "meh", "a chair"]
+    # gold labels are the SDK's own decisions, so accuracy is exactly 1: what is tested is the lifecycle
+    gold = readout_sdk.load(child).classify(texts)
+    data = tmp_path / "test.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": g.label}) + "\n" for t, g in zip(texts, gold)))
+    ran = CliRunner().invoke(main, ["evaluate", str(child), "--data", str(data), "--role", "test",
+                                    "--gate", "accuracy>=0.99", "-q"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads((child / "readout.json").read_text())["lifecycle"]["state"] == "EVALUATED"
     result = CliRunner().invoke(main, ["promote", str(child), "--parent", str(parent), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)

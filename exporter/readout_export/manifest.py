@@ -15,7 +15,7 @@ from readout_sdk.abi import MANIFEST_SCHEMA, family_spec, json_path, load_schema
 from readout_export.errors import ManifestError
 
 COMMON_FIELDS = {"schema", "name", "model", "family", "output_dir", "max_length", "truncation", "targets",
-                 "opset", "parity", "serving"}
+                 "opset", "parity", "serving", "evaluation"}
 
 WHY_NOT: dict[str, str] = {
     "readout": "its head decides which rows it reads",

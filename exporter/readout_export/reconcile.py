@@ -17,6 +17,7 @@ from typing import Any
 
 from readout_parity.checks import FAIL, NOT_EVALUATED, PASS, Check
 from readout_sdk.artifact import Artifact, sha256_file
+from readout_sdk.calibration import DECISION_KEYS, overlay
 from readout_sdk.identity import LAYERS, layer_fields
 
 from readout_export.errors import BuildError, ManifestError
@@ -146,8 +147,14 @@ def reconcile(art: Artifact) -> Reconciliation:
     except Exception as e:  # noqa: BLE001 - anything else is a FAIL naming it, never a crash of parity
         return Reconciliation(FAIL, where, f"the record could not be re-derived from the source: "
                                            f"{type(e).__name__}: {e}")
-    fields = compare(art.record, derived)
-    note = ""
+    fields, note = [], ""
+    if art.record.get("overlay_of"):  # calibrated: the source gives the graphs' record; the overlay is fitted
+        fields.append(FieldCheck("overlay_of.release_id", art.record["overlay_of"]["release_id"],
+                                 derived["identity"]["release_id"]))
+        derived = overlay(derived, art.record.get("calibration"),
+                          {k: art.record["output"][k] for k in DECISION_KEYS if k in art.record["output"]})
+        note = "calibration and decision overlay fitted by `calibrate` (readout.json lineage names its data)"
+    fields += compare(art.record, derived)
     if art.identity is None:  # an older record: every field it states is still compared, digests cannot be
         fields = [f for f in fields if f.name not in IDENTITY_ONLY]
         note = "built before readout-identity/1: weight digests by tensor name not compared; rebuild to get them"

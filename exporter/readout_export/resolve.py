@@ -81,7 +81,25 @@ def resolve(manifest: Manifest) -> Plan:
         _resolve_long_inputs(plan, data["long_inputs"])
     if "min_parity" in data.get("serving", {}):
         _resolve_min_parity(plan, data["serving"]["min_parity"])
+    _check_evaluation(plan.family, data.get("evaluation") or {})
     return plan
+
+
+def _check_evaluation(family: str, section: dict[str, Any]) -> None:
+    """Gates name metrics the family's task reports, in the form `evaluate` reads (checked before any build)."""
+    from readout_sdk.evaluation.gates import Gate, GateError
+    from readout_sdk.evaluation.tasks import task_of
+
+    known = task_of(family_spec(family)).metric_names
+    for key in ("gates", "slice_gates"):
+        for k, text in enumerate(section.get(key, [])):
+            try:
+                gate = Gate.parse(text, f"$.evaluation.{key}[{k}]", known)
+            except GateError as e:
+                path, _, why = str(e).partition(": ")
+                raise ManifestError(path, why) from None
+            if key == "slice_gates" and gate.slice is not None:
+                raise ManifestError(f"$.evaluation.{key}[{k}]", "a slice gate applies to every slice; drop the [SLICE]")
 
 
 def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:

@@ -39,6 +39,20 @@ def summarize(art: Artifact) -> str:
         if out.get(key) is not None:
             meaning.append(f"{key} {out[key]}")
     lines.append("  meaning    " + ", ".join(meaning))
+    cal, fitted = art.record.get("calibration"), out.get("fitted")
+    if cal or fitted or art.record.get("overlay_of"):
+        parts = [f"temperature {cal['parameters']['temperature']:.4g}" if cal else "no score transform"]
+        for key in ("null_threshold", "abstention"):
+            if out.get(key) is not None:
+                parts.append(f"{key} {out[key]}")
+        data = (cal or fitted or {}).get("data") or {}
+        parts.append(f"fitted on {data.get('file')} (sha256 {str(data.get('sha256'))[:12]}, {data.get('rows')} rows, "
+                     f"role {data.get('role')}); graphs of release {art.record['overlay_of']['release_id'][:12]}")
+        lines.append("  calibrated " + ", ".join(parts))
+    evaluation = art.extra.get("evaluation")
+    if evaluation:
+        lines.append(f"  evaluation last run: role {evaluation['role']}, data {evaluation['data'][:12]}, "
+                     f"{evaluation['gates']} gates, verdict {evaluation['verdict']} (see {evaluation['file']})")
     for t in art.targets:
         runs = "/".join(t.backends)
         extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.format == "tensorrt" else ""

@@ -7,6 +7,7 @@ NOT_EVALUATED: never a pass.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
@@ -30,11 +31,18 @@ class Gate:
     parent_offset: float | None  # bound = parent's value + offset
 
     @classmethod
-    def parse(cls, text: str, where: str = "--gate") -> "Gate":
+    def parse(cls, text: str, where: str = "--gate", known: tuple[str, ...] | None = None) -> "Gate":
+        """Read one gate; with ``known`` (the task's metric names) refuse a metric it never reports."""
+        if not isinstance(text, str):
+            raise GateError(f"{where}: expected a gate string, got {type(text).__name__}")
         m = _GATE.match(text)
         if not m:
             raise GateError(f"{where}: cannot read gate {text!r}; expected METRIC[SLICE]>=BOUND or <=BOUND, "
                             "BOUND a number or parent[+-D] (e.g. accuracy>=0.9, ece<=parent+0.01)")
+        if known is not None and m["metric"] not in known:
+            close = difflib.get_close_matches(m["metric"], known, 1)
+            raise GateError(f"{where}: gate {text!r} names {m['metric']!r}, which this task does not measure"
+                            + (f" (did you mean {close[0]!r}?)" if close else "") + f"; it measures {', '.join(known)}")
         bound = m["bound"].replace(" ", "")
         try:
             if bound.startswith("parent"):

@@ -34,7 +34,7 @@ def write(doc: dict[str, Any], out: str | Path) -> list[Path]:
             ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "o-", label=name)
         ax.set(xlabel="confidence (top probability)", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1),
                title=f"reliability ({ECE_BINS} equal-width bins), {doc['data']['file']}")
-        ax.legend(loc="upper left")
+        ax.legend(loc="lower right")
         written.append(_save(fig, out / "reliability.png", plt))
         cm = doc["confusion_matrix"]
         counts = np.array(cm["counts"])

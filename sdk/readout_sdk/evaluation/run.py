@@ -52,9 +52,10 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     conf = settings(meta)
     min_support = int(min_support if min_support is not None else conf.get("min_support", DEFAULT_MIN_SUPPORT))
-    declared = [G.Gate.parse(g, "$.evaluation.gates") for g in conf.get("gates", [])] + \
-        [G.Gate.parse(g) for g in gates]
-    per_slice = [G.Gate.parse(g, "$.evaluation.slice_gates") for g in conf.get("slice_gates", [])]
+    known = task_of(engine.family_spec).metric_names
+    declared = [G.Gate.parse(g, "$.evaluation.gates", known) for g in conf.get("gates", [])] + \
+        [G.Gate.parse(g, "--gate", known) for g in gates]
+    per_slice = [G.Gate.parse(g, "$.evaluation.slice_gates", known) for g in conf.get("slice_gates", [])]
     history = L.uses(meta)
     described = ds.describe(role)
     flags = L.audit(history, described, role, engine.release_id, str(ds.path))

@@ -47,6 +47,7 @@ class Task:
 
     name: ClassVar[str] = ""
     gold_fields: ClassVar[tuple[str, ...]] = ()
+    metric_names: ClassVar[tuple[str, ...]] = ()  # every metric it may report (gates may name these)
     lower_is_better: ClassVar[frozenset[str]] = frozenset()
     case_value: ClassVar[str] = ""          # what Case.value is (paired deltas)
     correctness: ClassVar[str | None] = None  # what Case.correct means, None where there is none

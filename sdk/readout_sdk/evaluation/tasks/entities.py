@@ -23,6 +23,7 @@ EXACT = "exact match of (start, end, type) in character offsets; TP / FP / FN su
 class Entities(Task):
     name = "entities"
     gold_fields = ("entities",)
+    metric_names = ("entity_precision", "entity_recall", "entity_f1", "token_accuracy", "illegal_transitions")
     lower_is_better = frozenset({"illegal_transitions"})
     case_value = "entity F1 of the case"
     correctness = "the predicted entity set equals the gold set"

@@ -53,6 +53,7 @@ def best(golds: list[str], pred: str) -> tuple[float, float]:
 class ExtractiveQA(Task):
     name = "extractive_qa"
     gold_fields = ("answers",)
+    metric_names = ("exact_match", "f1", "no_answer_accuracy", "answerable_rate")
     case_value = "F1 of the case"
     correctness = "exact match (the null answer for an unanswerable case)"
 

@@ -15,6 +15,8 @@ AP = ("mean over labels with at least one gold positive of scikit-learn's averag
 class Multilabel(Task):
     name = "multilabel"
     gold_fields = ("labels",)
+    metric_names = ("macro_f1", "micro_f1", "average_precision", "labels_per_example", "gold_labels_per_example",
+               "empty_prediction_rate", "exact_set_accuracy")
     lower_is_better = frozenset({"empty_prediction_rate"})
     case_value = "per-case label agreement (fraction of labels decided as gold)"
     correctness = "the predicted label set equals the gold set"

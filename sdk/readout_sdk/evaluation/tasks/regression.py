@@ -15,6 +15,7 @@ from readout_sdk.evaluation.tasks.base import Case, Measured, Task, items_of, tr
 class Regression(Task):
     name = "regression"
     gold_fields = ("values",)
+    metric_names = ("mae", "rmse", "pearson", "spearman")
     lower_is_better = frozenset({"mae", "rmse"})
     case_value = "mean absolute error over the case's gold outputs"
 

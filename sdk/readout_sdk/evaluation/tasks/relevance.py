@@ -28,6 +28,7 @@ RANKING = {"ndcg@10": "trec_eval ndcg_cut.10 (linear gain, log2 discount), mean 
 class Relevance(Task):
     name = "relevance"
     gold_fields = ("relevant", "score")
+    metric_names = ("ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "pearson", "spearman")
     case_value = "nDCG@10 of the query (ranking rows) or the predicted score (pairs)"
     correctness = "the top-ranked document is relevant (ranking rows)"
 

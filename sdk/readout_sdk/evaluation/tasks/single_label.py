@@ -19,6 +19,8 @@ MACRO = "unweighted mean of per-class F1 over the classes present in gold or pre
 class SingleLabel(Task):
     name = "single_label"
     gold_fields = ("label",)
+    metric_names = ("accuracy", "macro_f1", "micro_f1", "nll", "brier", "ece", "coverage", "selective_accuracy",
+               "selective_risk")
     lower_is_better = frozenset({"nll", "brier", "ece", "selective_risk"})
     case_value = "correct (1) or not (0)"
     correctness = "the argmax equals the gold label"
