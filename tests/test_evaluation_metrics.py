@@ -362,7 +362,7 @@ QA = [
     ("Who won the cup in 1990?", "The cat sat on the mat.", []),
     ("What colour is the mat?", "The cat sat on the mat.", []),
     ("What is exported?", "The graph with its readout: pooling, projection, normalization and the head.",
-     ["The graph with its readout", "the graph"]),
+     ["The graph with its readout", "graph"]),
 ]
 
 

@@ -24,8 +24,8 @@ def settings(meta: dict[str, Any]) -> dict[str, Any]:
     return dict(((meta.get("build") or {}).get("manifest") or {}).get("evaluation") or {})
 
 
-def measure(engine: Any, ds: D.Dataset) -> tuple[Task, list[Case], Measured]:
-    """The family's task, its cases and its metrics for ``engine`` on ``ds``."""
+def gold_values(engine: Any, ds: D.Dataset) -> list[Any]:
+    """Every row's gold value, checked before anything runs (a refusal names the file, line and field)."""
     task = task_of(engine.family_spec)
     golds = []
     for row in ds.rows:
@@ -33,7 +33,13 @@ def measure(engine: Any, ds: D.Dataset) -> tuple[Task, list[Case], Measured]:
             raise ds.fail(row, f"no gold field: a {engine.family} row needs "
                                f"{' or '.join(repr(f) for f in task.gold_fields)}")
         golds.append(task.gold(ds, row, engine))
-    cases = task.cases(engine, ds, golds)
+    return golds
+
+
+def measure(engine: Any, ds: D.Dataset, golds: list[Any] | None = None) -> tuple[Task, list[Case], Measured]:
+    """The family's task, its cases and its metrics for ``engine`` on ``ds``."""
+    task = task_of(engine.family_spec)
+    cases = task.cases(engine, ds, gold_values(engine, ds) if golds is None else golds)
     return task, cases, task.measure(cases, engine)
 
 
@@ -59,9 +65,10 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
     history = L.uses(meta)
     described = ds.describe(role)
     flags = L.audit(history, described, role, engine.release_id, str(ds.path))
+    golds = gold_values(engine, ds)
     say(f"evaluating {engine.family} release {str(engine.release_id)[:12]} ({engine.target.name}) on "
         f"{ds.path.name}: {len(ds.rows)} rows, role {role}")
-    task, cases, measured = measure(engine, ds)
+    task, cases, measured = measure(engine, ds, golds)
     sl = slices(task, cases, engine, min_support)
     by_name = {s.name: s for s in sl}
     paired, p_slices, p_metrics = None, {}, None
