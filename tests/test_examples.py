@@ -1,6 +1,7 @@
 """Every example application runs against a built artifact of its family and prints typed results."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,27 @@ def test_demo_models_script_writes_buildable_manifests(tmp_path):
     assert len(manifests) == 5
     for m in manifests:
         assert validate(m).family
+
+
+def test_ci_examples_use_commands_and_options_that_exist():
+    """examples/ci/*.yml: every `readout-export CMD --option` they run is a real command and option."""
+    import re
+    import shlex
+
+    import yaml
+
+    from readout_export.cli import main
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "ci"
+    seen = 0
+    for path in sorted(root.glob("*.yml")):
+        text = json.dumps(yaml.safe_load(path.read_text()))  # every string in the file, folded lines joined
+        for m in re.finditer(r"readout-export ([a-z]+)([^\"\\]*)", text):
+            cmd = main.commands.get(m.group(1))
+            assert cmd is not None, f"{path.name}: no command {m.group(1)!r}"
+            known = {o for p in cmd.params for o in p.opts}
+            for word in shlex.split(m.group(2)):
+                if word.startswith("--"):
+                    assert word in known, f"{path.name}: {m.group(1)} has no option {word}"
+            seen += 1
+    assert seen >= 8

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from readout_sdk.families import REGISTRY, get
+from readout_sdk.families import REGISTRY, Family, get
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "abi_specs"
@@ -62,6 +62,19 @@ def test_each_family_lives_in_its_own_module():
     for name, fam in REGISTRY.items():
         assert type(fam).__module__ == f"readout_sdk.families.{name}"
         assert fam.calls and all(callable(getattr(__import__("readout_sdk").Engine, c)) for c in fam.calls)
+
+
+def test_every_family_is_evaluated_by_a_task_and_can_fit_what_it_lists():
+    """Evaluation and calibration read the family's output object and calibrators, never its name."""
+    from readout_sdk.evaluation.tasks import TASKS
+
+    for fam in REGISTRY.values():
+        assert fam.task in TASKS, fam
+        assert set(fam.calibrators) <= {"temperature", "abstention", "thresholds", "null_threshold"}, fam
+        if {"temperature", "abstention"} & set(fam.calibrators):
+            assert hasattr(fam, "class_probabilities") and "softmax" in fam.score_types, fam
+        if fam.task == "relevance":
+            assert type(fam).relevance is not Family.relevance, fam  # each scores documents its own way
 
 
 FAMILY_STRING = re.compile(r'"(%s)"' % "|".join(REGISTRY))

@@ -24,7 +24,7 @@ MAX_ANSWER_LENGTH = 30  # transformers' QA pipeline default, in tokens
 
 class ExtractiveQAFamily(Family):
     name = "extractive_qa"
-    task = "extractive_qa"
+    task = "answer_span"
     calibrators = ("null_threshold",)
     outputs = (TensorSpec("start_logits", "float32", ("batch", "sequence")),
                TensorSpec("end_logits", "float32", ("batch", "sequence")))

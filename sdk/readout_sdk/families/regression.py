@@ -13,7 +13,7 @@ from readout_sdk.results import Regression
 
 class RegressionFamily(Family):
     name = "regression"
-    task = "regression"
+    task = "values"
     outputs = (TensorSpec("values", "float32", ("batch", "outputs")),)
     label_axis = True
     score_types = ("identity",)

@@ -5,7 +5,7 @@ from importlib import import_module
 
 from readout_sdk.evaluation.tasks.base import Case, Measured, Task
 
-_MODULES = ("single_label", "multilabel", "regression", "entities", "extractive_qa", "relevance")
+_MODULES = ("single_label", "multilabel", "values", "entities", "answer_span", "relevance")
 TASKS: dict[str, Task] = {t.name: t for t in (import_module(f"readout_sdk.evaluation.tasks.{m}").TASK
                                               for m in _MODULES)}
 

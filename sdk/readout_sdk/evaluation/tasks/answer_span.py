@@ -1,4 +1,4 @@
-"""extractive_qa: an answer span in the context, or no answer. Gold: ``answers`` in SQuAD form
+"""answer_span (extractive QA): an answer span in the context, or no answer. Gold: ``answers`` in SQuAD form
 ``{"text": [...], "answer_start": [...]}`` (empty lists: unanswerable).
 
 Exact match and F1 follow the official SQuAD v2.0 evaluation script: answers are normalized (lower
@@ -50,8 +50,8 @@ def best(golds: list[str], pred: str) -> tuple[float, float]:
     return max(exact(a, pred) for a in golds), max(f1(a, pred) for a in golds)
 
 
-class ExtractiveQA(Task):
-    name = "extractive_qa"
+class AnswerSpan(Task):
+    name = "answer_span"
     gold_fields = ("answers",)
     metric_names = ("exact_match", "f1", "no_answer_accuracy", "answerable_rate")
     case_value = "F1 of the case"
@@ -103,4 +103,4 @@ class ExtractiveQA(Task):
                                                "the gold has an answer"})
 
 
-TASK = ExtractiveQA()
+TASK = AnswerSpan()

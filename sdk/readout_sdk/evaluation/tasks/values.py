@@ -1,4 +1,4 @@
-"""regression: named real values per case. Gold: ``values`` ({output name: number}; an output a row
+"""values (regression): named real values per case. Gold: ``values`` ({output name: number}; an output a row
 omits is missing for that row, and its support says so)."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from readout_sdk.evaluation.measures import correlations
 from readout_sdk.evaluation.tasks.base import Case, Measured, Task, items_of, trace_slices
 
 
-class Regression(Task):
-    name = "regression"
+class Values(Task):
+    name = "values"
     gold_fields = ("values",)
     metric_names = ("mae", "rmse", "pearson", "spearman")
     lower_is_better = frozenset({"mae", "rmse"})
@@ -64,4 +64,4 @@ class Regression(Task):
         return Measured(m, support, {"per_output": per_output}, defs)
 
 
-TASK = Regression()
+TASK = Values()
