@@ -165,9 +165,14 @@ def test_single_label_spec_fixture_six_examples():
 def test_ece_bin_edges_follow_the_definition():
     """measures.ece vs the spec's binning on confidences exactly at bin edges (lower edge exclusive), at 0
     and at 1, and spread over every bin."""
+    from readout_sdk.evaluation.measures import reliability
+
     edges = [k / 15 for k in range(16)]
-    correct = [k % 2 == 0 for k in range(16)]
+    correct = [k % 3 == 0 for k in range(16)]
     assert sdk_ece(edges, correct) == pytest.approx(spec_ece(edges, correct), abs=1e-12)
+    assert [b["count"] for b in reliability(edges, correct)] == [2] + [1] * 14  # 0 and 1/15 share bin 1
+    # 0.1 and 2/15 share the bin (1/15, 2/15]: one bin, accuracy 1/2 (hand value)
+    assert sdk_ece([0.1, 2 / 15], [True, False]) == pytest.approx(0.5 - (0.1 + 2 / 15) / 2, abs=1e-12)
     rng = np.random.default_rng(0)
     conf = np.concatenate([rng.uniform(0, 1, 200), edges])
     hit = rng.uniform(0, 1, len(conf)) < conf
@@ -189,6 +194,9 @@ def test_multiple_choice_accuracy_matches_choose(shared, tmp_path):
     assert [c["prediction"]["label"] for c in doc["cases"]] == [f"choice {k}" for k in chosen]
     assert doc["metrics"]["accuracy"] == pytest.approx(np.mean(np.array(chosen) == np.array(gold)), abs=1e-12)
     assert doc["confusion_matrix"]["counts"] == confusion_matrix(gold, chosen, labels=[0, 1, 2, 3]).tolist()
+    # the length bucket of a question is its longest (question, choice) encoding
+    buckets = [token_bucket_of(max(len(engine.tokenizer.encode(q, x).ids) for x in c)) for q, c in items]
+    assert [c["slices"][0] for c in doc["cases"]] == buckets
     engine.close()
 
 
@@ -397,6 +405,9 @@ def test_extractive_qa_matches_official_squad_v2_scoring(shared, tmp_path):
     assert m["f1"] == pytest.approx(f1.mean(), abs=1e-12)
     assert em[-2] == 1 and 0 < f1[-1] < 1  # the rows built around the SDK's answers score as intended
     answerable = np.array([bool(r["answers"]["text"]) for r in rows])
+    buckets = [token_bucket_of(len(engine.tokenizer.encode(r["question"], r["context"]).ids)) for r in rows]
+    assert [c["slices"] for c in doc["cases"]] == [[b, "answerable" if a else "unanswerable"]
+                                                   for b, a in zip(buckets, answerable)]
     null = np.array([a.is_null for a in preds])
     assert m["no_answer_accuracy"] == pytest.approx(np.mean(null == ~answerable), abs=1e-12)
     assert m["answerable_rate"] == pytest.approx(answerable.mean(), abs=1e-12)
@@ -410,13 +421,14 @@ def test_extractive_qa_matches_official_squad_v2_scoring(shared, tmp_path):
 
 
 def test_squad_normalization_matches_official_script():
-    """extractive_qa.best vs the official script on articles, punctuation, case, whitespace, empty golds."""
-    from readout_sdk.evaluation.tasks.extractive_qa import best
+    """answer_span.best vs the official script on articles, punctuation, case, whitespace, empty golds."""
+    from readout_sdk.evaluation.tasks.answer_span import best
 
     cases = [(["The Eiffel Tower"], "eiffel tower!"), (["Ada Lovelace", "Lovelace"], "by Ada"),
              (["a cat", "the cat"], "An  cat."), ([], ""), ([], "something"), (["", "  "], ""),
              (["..."], "x"), (["New York City"], "york new"), (["the the the"], "the"), (["3.14"], "314"),
-             (["Zürich"], "zürich"), (["rock 'n' roll"], "rock n roll"), (["one two two"], "two two one three"), (["a b c"], "b c d")]
+             (["Zürich"], "zürich"), (["rock 'n' roll"], "rock n roll"), (["one two two"], "two two one three"),
+             (["a b c"], "b c d")]
     for golds, pred in cases:
         e, f = best(golds, pred)
         want = best_scores(golds, pred)
@@ -471,7 +483,7 @@ def _grades(rel):
 
 
 def _ranking_oracle(scores, grades):
-    """Per query: (order best first, ties in input order; ndcg@10 own formula; mrr@10; recall@1, @5)."""
+    """Per query: (order best first, ties in input order; ndcg@10 own formula; mrr@10; recall@1, 5, 10)."""
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     gains = [grades.get(i, 0) for i in order]
     dcg = sum(g / math.log2(r + 2) for r, g in enumerate(gains[:10]))
@@ -480,7 +492,7 @@ def _ranking_oracle(scores, grades):
     first = next((r for r, g in enumerate(gains) if g > 0), None)
     mrr = 1.0 / (first + 1) if first is not None and first < 10 else 0.0
     n_rel = sum(1 for g in grades.values() if g > 0)
-    recall = {k: sum(1 for g in gains[:k] if g > 0) / n_rel for k in (1, 5)}
+    recall = {k: sum(1 for g in gains[:k] if g > 0) / n_rel for k in (1, 5, 10)}
     return order, dcg / idcg, mrr, recall
 
 
@@ -490,7 +502,7 @@ def _check_ranking(doc, rows, all_scores):
     m = doc["metrics"]
     assert close(m["ndcg@10"], np.mean([w[1] for w in want]))
     assert close(m["mrr@10"], np.mean([w[2] for w in want]))
-    for k in (1, 5):
+    for k in (1, 5, 10):
         assert close(m[f"recall@{k}"], np.mean([w[3][k] for w in want])), k
     for c, w in zip(doc["cases"], want):
         assert close(c["value"], w[1]) and c["correct"] == (w[2] == 1.0), c["id"]
@@ -549,7 +561,9 @@ def _small_rows():
     return [{"id": f"s{i}", "query": q, "documents": d, "relevant": rel} for i, (q, d, rel) in enumerate(SMALL)]
 
 
-def _check_small(doc, all_scores):
+def _check_small(doc, all_scores, tokenizer):
+    assert [c["slices"] for c in doc["cases"]] == [[token_bucket_of(len(tokenizer.encode(q).ids))]
+                                                   for q, _, _ in SMALL]  # bucket of the query
     for s, (_, docs, _) in zip(all_scores, SMALL):  # duplicates score exactly alike: a real tie
         for i, d in enumerate(docs):
             j = docs.index(d)
@@ -559,12 +573,23 @@ def _check_small(doc, all_scores):
 
 def test_cross_encoder_ranking_follows_score_pairs(shared, tmp_path):
     """case prediction = documents ordered by engine.score_pairs (ties in input order); ranking metrics by
-    hand from that order."""
+    hand from that order, including the @10 cutoffs with twelve candidates."""
     _, art = shared("cross")
     doc = run_eval(art, tmp_path, _small_rows())
     engine = readout_sdk.load(art)
     scores = [np.array([x.score for x in engine.score_pairs([(q, d) for d in docs])]) for q, docs, _ in SMALL]
-    _check_small(doc, scores)
+    _check_small(doc, scores, engine.tokenizer)
+    # twelve candidates, the relevant one put where the SDK ranks it 10th (counted by mrr@10) or 11th (not)
+    docs = [f"Document number {i} talks about {w}." for i, w in enumerate(
+        "rivers cats taxes music rain chess bread trains paint stars glass wool".split())]
+    s = np.array([x.score for x in engine.score_pairs([("What do cats eat?", d) for d in docs])])
+    order = sorted(range(len(s)), key=lambda i: (-s[i], i))
+    rows = [{"id": "tenth", "query": "What do cats eat?", "documents": docs, "relevant": [order[9]]},
+            {"id": "eleventh", "query": "What do cats eat?", "documents": docs, "relevant": {str(order[10]): 2}}]
+    doc = run_eval(art, tmp_path, rows, name="twelve.jsonl")
+    want = _check_ranking(doc, rows, [s, s])
+    assert [w[2] for w in want] == [pytest.approx(0.1), 0.0] and [w[3][10] for w in want] == [1.0, 0.0]
+    assert [len(c["prediction"]) for c in doc["cases"]] == [10, 10]
     engine.close()
 
 
@@ -577,7 +602,7 @@ def test_sparse_ranking_follows_sparse_dot(shared, tmp_path):
     for q, docs, _ in SMALL:
         qv, *dv = engine.sparse_encode([q] + docs)
         scores.append(np.array([qv.dot(d) for d in dv]))
-    _check_small(doc, scores)
+    _check_small(doc, scores, engine.tokenizer)
     engine.close()
 
 
@@ -590,7 +615,7 @@ def test_late_interaction_ranking_follows_maxsim(shared, tmp_path):
     for q, docs, _ in SMALL:
         qv, *dv = engine.encode_tokens([q] + docs)
         scores.append(np.array([Engine.maxsim(qv, d) for d in dv]))
-    _check_small(doc, scores)
+    _check_small(doc, scores, engine.tokenizer)
     engine.close()
 
 
@@ -636,6 +661,7 @@ def test_paired_against_itself_has_zero_deltas(shared, tmp_path):
     doc = run_eval(art, tmp_path, rows, parent=art, gates=["accuracy>=parent-0.01", "ece<=parent",
                                                              "macro_f1>=parent+0.01"])
     paired = doc["paired"]
+    assert doc["min_support"] == 30 and not any(s["gated"] for s in doc["slices"])  # the default minimum
     assert paired["cases"] == len(rows) and paired["parent_metrics"] == doc["metrics"]
     assert all(v == 0.0 for v in paired["deltas"].values()) and set(paired["deltas"]) == set(doc["metrics"])
     n_ok = sum(c["correct"] for c in doc["cases"])
@@ -690,6 +716,9 @@ def test_gates_decide_and_verdict():
     assert (g.metric, g.slice, g.op, g.value, g.parent_offset) == ("macro_f1", "tokens:1-32", ">=", 0.7, None)
     g = G.Gate.parse("accuracy>=parent-0.01")
     assert (g.value, g.parent_offset) == (None, pytest.approx(-0.01))
+    g = G.Gate.parse("recall@5[tokens:1-32] <= parent + 0.02")
+    assert (g.metric, g.slice, g.op, g.value, g.parent_offset) == ("recall@5", "tokens:1-32", "<=", None,
+                                                                   pytest.approx(0.02))
     assert decide("accuracy>=0.5").decision == G.PASS
     assert decide("accuracy>=0.5000001").decision == G.FAIL
     assert decide("ece<=0.05").decision == G.PASS and decide("ece<=0.0499").decision == G.FAIL

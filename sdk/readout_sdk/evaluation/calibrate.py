@@ -51,11 +51,18 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     engine = readout_sdk.load(root, target=target)
     L.audit(L.uses(meta), described, "calibration", engine.release_id, str(ds.path))
     fam, output_section = engine.family_spec, engine.abi["output"]
+    wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
+    wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
+    wants_thresholds = "thresholds" in fam.calibrators
+    wants_null = "null_threshold" in fam.calibrators and output_section.get("null_policy") == "cls"
+    if not (wants_temperature or wants_abstention or wants_thresholds or wants_null):
+        raise InputRefused(f"nothing to calibrate for {engine.family} ({output_section['score_type']} scores): "
+                           f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
+                           + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
     say(f"fitting on {ds.path.name} ({len(ds.rows)} rows, role calibration) for {engine.family} release "
         f"{str(engine.release_id)[:12]}")
     calibration, decision, fitted = None, {}, {}
-    wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
-    if wants_temperature or ("abstention" in fam.calibrators and (coverage or risk)):
+    if wants_temperature or wants_abstention:
         task = TASKS["single_label"]
         golds = [task.gold(ds, r, engine) for r in ds.rows]
         cases = task.cases(engine, ds, golds)
@@ -64,7 +71,7 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
             calibration = {"scheme": SCHEME, "method": "temperature", "parameters": {"temperature": t["temperature"]},
                            "data": described, "metrics": {"nll_before": t["nll_before"], "nll_after": t["nll_after"]}}
             say(f"temperature {t['temperature']:.4f}: NLL {t['nll_before']:.4f} -> {t['nll_after']:.4f}")
-        if "abstention" in fam.calibrators and (coverage or risk):
+        if wants_abstention:
             import copy
 
             ctx = copy.copy(engine.context)
@@ -76,23 +83,19 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
             fitted["abstention"] = a
             say(f"abstention below {a['min_score']:.4f}: coverage {a['achieved_coverage']:.3f}, "
                 f"risk {a['achieved_risk']:.3f}")
-    if "thresholds" in fam.calibrators:
+    if wants_thresholds:
         _, cases, _ = measure(engine, ds)
         th = F.thresholds(engine.labels, np.stack([c.extra["scores"] for c in cases]),
                           np.stack([c.extra["y"] for c in cases]), output_section["thresholds"], precision)
         decision["thresholds"] = th["thresholds"]
         fitted["thresholds"] = th
         say(f"thresholds {', '.join(f'{lab} {v:.4f}' for lab, v in zip(engine.labels, th['thresholds']))}")
-    if "null_threshold" in fam.calibrators and output_section.get("null_policy") == "cls":
+    if wants_null:
         _, cases, _ = measure(engine, ds)
         n = F.null_threshold(cases)
         decision["null_threshold"] = n["null_threshold"]
         fitted["null_threshold"] = n
         say(f"null answer when its score exceeds the best span's by more than {n['null_threshold']:.4f}")
-    if calibration is None and not decision:
-        raise InputRefused(f"nothing to calibrate for {engine.family} ({output_section['score_type']} scores): "
-                           f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
-                           + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
     if decision:
         decision["fitted"] = {"method": fitted, "data": described}
     art = engine.artifact
@@ -101,8 +104,9 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")
     record = overlay(read_onnx_record(root / graph.file), calibration, decision)
-    write_artifact(root, out, meta, record, L.record_use(L.uses(meta), described, "calibration", "calibrate",
-                                                         record["identity"]["release_id"]))
+    history = L.record_use(L.uses(meta), described, "calibration", "calibrate", art.identity.release_id
+                           if art.identity else None, produced=record["identity"]["release_id"])
+    write_artifact(root, out, meta, record, history)
     open_artifact(out)  # the new artifact must verify as any other: hashes and graph records
     return {"artifact": str(out), "parent_release_id": art.identity.release_id if art.identity else None,
             "release_id": record["identity"]["release_id"], "calibration": calibration,

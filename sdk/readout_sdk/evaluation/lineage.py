@@ -43,8 +43,11 @@ def audit(history: Sequence[Mapping[str, Any]], data: Mapping[str, Any], role: s
 
 
 def record_use(history: Sequence[Mapping[str, Any]], data: Mapping[str, Any], role: str, use: str,
-               release_id: str | None) -> list[dict[str, Any]]:
-    """The history with this use appended."""
+               release_id: str | None, produced: str | None = None) -> list[dict[str, Any]]:
+    """The history with this use appended (``release_id``: the release the data ran through; ``produced``:
+    the release a fit on it made)."""
     entry = {"file": data.get("file"), "sha256": data["sha256"], "rows": data["rows"], "role": role, "use": use,
              "release_id": release_id, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if produced is not None:
+        entry["produced"] = produced
     return [dict(u) for u in history] + [entry]

@@ -79,7 +79,7 @@ class AnswerSpan(Task):
             span = next((a for a in answers if not a.is_null), None)
             null = next((a for a in answers if a.is_null), None)
             em, f = best(gold, "" if top.is_null else top.text)
-            answerable = any(normalize_answer(a) for a in gold)
+            answerable = bool(gold)  # as the official script's has-answer: the gold list is not empty
             margin = (null.score - span.score if span is not None else float("inf")) if null is not None else None
             if null is None and engine.abi["output"].get("null_policy") == "cls":
                 margin = -float("inf")  # the null answer lost to CANDIDATES spans
