@@ -12,6 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach a model hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# the split-role ledger of this run only (never the user's): `readout_sdk.evaluation.lineage`
+os.environ["READOUT_EXPORT_LEDGER"] = __import__("tempfile").mkdtemp(prefix="readout-ledger-")
 
 MEASURED: dict[str, tuple[float, str]] = {}
 

@@ -221,11 +221,25 @@ def test_split_roles_are_audited_across_the_lineage(calibrated, tmp_path):
     assert again.exit_code == 2 and "used as calibration data by `calibrate`" in again.output
     flagged = cli("evaluate", tmp_path / "child", "--data", test, "--role", "test", "--json", tmp_path / "r.json")
     report = json.loads((tmp_path / "r.json").read_text())
-    assert any("already evaluated on release" in f for f in report["flags"]), report["flags"]
+    assert any("already evaluated by `evaluate` on release" in f for f in report["flags"]), report["flags"]
+    assert report["tainted"] is True  # the same graphs: only calibration changed, chosen after those results
     assert flagged.exit_code == 1  # and nothing was gated: a test run with no gate never passes
     lineage = json.loads((tmp_path / "child" / "readout.json").read_text())["lineage"]["data"]
-    assert [(u["role"], u["use"]) for u in lineage] == [("test", "evaluate"), ("calibration", "calibrate"),
-                                                         ("test", "evaluate")]
+    mine = {sha256_file(test), sha256_file(child_cal)}
+    assert [(u["role"], u["use"]) for u in lineage if u["sha256"] in mine] == [
+        ("test", "evaluate"), ("calibration", "calibrate"), ("test", "evaluate")]
+    # a sibling (another calibration of the same parent) sees the test use through the lineage ledger, and a
+    # reordered copy of the test split with new ids is still the test split
+    rows = [json.loads(line) for line in test.read_text().splitlines()][::-1]
+    shuffled = write_rows(tmp_path / "test-copy.jsonl", [dict(r, id=f"x{k}") for k, r in enumerate(rows)])
+    sibling = cli("calibrate", parent, "--data", shuffled, "--output", tmp_path / "sibling")
+    assert sibling.exit_code == 2 and "40 of these 40 rows" in sibling.output and not (tmp_path / "sibling").exists()
+    other = write_rows(tmp_path / "cal2.jsonl", labelled(6, 40))
+    assert cli("calibrate", parent, "--data", other, "--output", tmp_path / "sibling", "--coverage", "0.9").exit_code == 0
+    seen = cli("evaluate", tmp_path / "sibling", "--data", test, "--role", "test", "--gate", "accuracy>=0",
+               "--json", tmp_path / "s.json")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["tainted"] is True and seen.exit_code == 1  # passes, yet cannot promote
 
 
 def test_lifecycle_reaches_evaluated_only_on_a_passing_test_run(calibrated, tmp_path):
@@ -298,3 +312,68 @@ def test_evaluate_refuses_bad_input_in_one_line(shared, tmp_path):
     assert typo.exit_code == 2 and "did you mean 'accuracy'" in typo.output
     nothing = cli("calibrate", shared("regression")[1], "--data", good, "--output", tmp_path / "x")
     assert nothing.exit_code == 2 and "nothing to calibrate" in nothing.output and not (tmp_path / "x").exists()
+
+
+# ---- what the review of this change found: each case refused in one line -----------------------------------
+def test_a_calibrated_record_must_be_its_graphs_record_plus_the_overlay(calibrated, tmp_path):
+    """A record claiming other weight digests than its graphs (identity recomputed to look consistent), or an
+    unusable temperature, is refused at load naming the problem; inspect exits 2."""
+    from readout_sdk.artifact import ArtifactError
+    from readout_sdk.identity import compute
+
+    for name, edit, expect in (
+            ("weights", lambda r: r["identity"]["weights"].update(backbone="0" * 64), "embedded in the graph"),
+            ("negative", lambda r: r["calibration"]["parameters"].update(temperature=-0.4), "temperature"),
+            ("missing", lambda r: r["calibration"]["parameters"].pop("temperature"), "temperature")):
+        forged = linked_copy(calibrated["child"], tmp_path / name)
+        meta = json.loads((forged / "readout.json").read_text())
+        edit(meta["abi"])
+        body = {k: v for k, v in meta["abi"].items() if k != "identity"}
+        meta["abi"]["identity"] = compute(body, meta["abi"]["identity"]["weights"])
+        (forged / "readout.json").write_text(json.dumps(meta))
+        with pytest.raises(ArtifactError, match=expect):
+            readout_sdk.load(forged)
+        shown = cli("inspect", forged)
+        assert shown.exit_code == 2 and shown.output.strip().count("\n") == 0, shown.output
+
+
+@pytest.mark.parametrize("key, row, says", [
+    ("cross", {"query": "q", "documents": ["a", "b"], "relevant": [[0]]}, "relevant"),
+    ("cross", {"query": "q", "documents": ["a", "b"], "relevant": {"\u00b2": 1}}, "relevant"),
+    ("cross", {"query": "q", "documents": ["a", "b"], "relevant": {"0": 10 ** 30}}, "relevant"),
+    ("cross", {"query": "q", "document": "a", "score": 10 ** 400}, "score"),
+    ("qa-null", {"question": "q", "context": "some text", "answers": {"text": ["text"], "answer_start": 5}},
+     "answer_start"),
+    ("qa-null", {"question": "q", "context": 5, "answers": {"text": [], "answer_start": []}}, "context"),
+    ("choice", {"question": "q", "choices": 5, "label": 0}, "choices"),
+    ("regression", {"text": "t", "values": {"valence": 10 ** 400}}, "valence"),
+    ("classify", {"text": ["a list"], "label": "negative"}, "text"),
+    ("classify", {"text": "t", "label": ["negative"]}, "label"),
+])
+def test_malformed_rows_are_refused_in_one_line(shared, tmp_path, key, row, says):
+    data = write_rows(tmp_path / "d.jsonl", [row])
+    r = cli("evaluate", shared(key)[1], "--data", data, "--role", "development", "--no-keep")
+    assert r.exit_code == 2 and r.output.strip().count("\n") == 0, r.output
+    assert "d.jsonl:1" in r.output and says in r.output, r.output
+
+
+def test_line_separators_inside_strings_and_frozen_support(calibrated, tmp_path):
+    """U+2028 / U+0085 inside a JSON string do not split a row; a test run keeps the manifest's min_support,
+    and a slice gate no slice can meet is one NOT_EVALUATED gate, never silently absent."""
+    rows = [{"text": "great\u2028product", "label": "positive"}, {"text": "odd\x85line", "label": "negative"}]
+    data = tmp_path / "sep.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    ok = cli("evaluate", calibrated["parent"], "--data", data, "--role", "development", "--no-keep", "--json",
+             tmp_path / "r.json")
+    assert ok.exit_code == 0, ok.output
+    assert json.loads((tmp_path / "r.json").read_text())["data"]["rows"] == 2
+    frozen = linked_copy(calibrated["parent"], tmp_path / "frozen")
+    meta = json.loads((frozen / "readout.json").read_text())
+    meta["build"]["manifest"]["evaluation"] = {"min_support": 10, "slice_gates": ["accuracy>=0.5"]}
+    (frozen / "readout.json").write_text(json.dumps(meta))
+    test = write_rows(tmp_path / "t.jsonl", labelled(9, 6))
+    refused = cli("evaluate", frozen, "--data", test, "--role", "test", "--min-support", "1")
+    assert refused.exit_code == 2 and "froze evaluation.min_support at 10" in refused.output
+    cli("evaluate", frozen, "--data", test, "--role", "test", "--json", tmp_path / "t.json")
+    gates = json.loads((tmp_path / "t.json").read_text())["gates"]
+    assert [g["decision"] for g in gates] == ["NOT_EVALUATED"] and "minimum support 10" in gates[0]["reason"]

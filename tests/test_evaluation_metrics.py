@@ -766,5 +766,6 @@ def test_gates_through_evaluate(shared, tmp_path):
     assert doc["verdict"] == G.FAIL and doc["exit_code"] == 1
     doc = run_eval(art, tmp_path, rows)
     assert doc["gates"] == [] and doc["verdict"] == G.NOT_EVALUATED and doc["exit_code"] == 0
-    doc = run_eval(art, tmp_path, rows, role="test")
+    test_rows = [dict(r, text=r["text"] + " (held out)") for r in rows]  # other data: one file keeps one role
+    doc = run_eval(art, tmp_path, test_rows, name="test.jsonl", role="test")
     assert doc["verdict"] == G.NOT_EVALUATED and doc["exit_code"] == 1

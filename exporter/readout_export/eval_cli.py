@@ -70,7 +70,7 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
 
             raise InputRefused(str(e)) from None
         if json_path:
-            Path(json_path).write_text(json.dumps(public(doc), indent=2) + "\n", encoding="utf-8")
+            Path(json_path).write_text(json.dumps(public(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         if junit_path:
             Path(junit_path).write_text(junit(doc), encoding="utf-8")
         if plots_dir:

@@ -47,7 +47,8 @@ def summarize(art: Artifact) -> str:
                 parts.append(f"{key} {out[key]}")
         data = (cal or fitted or {}).get("data") or {}
         parts.append(f"fitted on {data.get('file')} (sha256 {str(data.get('sha256'))[:12]}, {data.get('rows')} rows, "
-                     f"role {data.get('role')}); graphs of release {art.record['overlay_of']['release_id'][:12]}")
+                     f"role {data.get('role')}); graphs of release "
+                     f"{str((art.record.get('overlay_of') or {}).get('release_id', '?'))[:12]}")
         lines.append("  calibrated " + ", ".join(parts))
     evaluation = art.extra.get("evaluation")
     if evaluation:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import METADATA_KEY, AbiError, validate_record
-from readout_sdk.calibration import graph_record_matches
+from readout_sdk.calibration import CalibrationError, graph_record_matches
+from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
 
 ARTIFACT_FILE = "readout.json"
@@ -171,6 +172,10 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         raise ArtifactError(f"{meta_path}: a target entry has unknown fields ({e})") from None
     if not targets:
         raise ArtifactError(f"{meta_path}: lists no targets")
+    try:
+        check_calibration(record)
+    except CalibrationError as e:
+        raise ArtifactError(f"{meta_path}: {e}") from None
     identity = None
     if "identity" in record:
         try:

@@ -19,12 +19,20 @@ A graph's embedded record therefore differs from such a record exactly in those 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Mapping
 
 SCHEME = "readout-calibration/1"
 # decision-layer keys of the record's ``output`` section that a calibration overlay may set
 DECISION_KEYS = ("thresholds", "null_threshold", "abstention", "fitted")
 OVERLAY_KEYS = ("calibration", "overlay_of")
+
+
+MAX_TEMPERATURE = 1000.0
+
+
+class CalibrationError(ValueError):
+    """A calibration or decision parameter this SDK would not execute as stated."""
 
 
 def temperature(record: Mapping[str, Any]) -> float:
@@ -35,9 +43,34 @@ def temperature(record: Mapping[str, Any]) -> float:
     return 1.0
 
 
+def check(record: Mapping[str, Any]) -> None:
+    """Refuse calibration and decision parameters that would not mean what they say: a temperature that is
+    not a finite number in (0, MAX_TEMPERATURE] (a negative one would turn argmax into argmin), or a
+    non-finite threshold, margin or abstention score."""
+    cal = record.get("calibration")
+    if cal is not None:
+        if not isinstance(cal, Mapping) or cal.get("method") != "temperature":
+            raise CalibrationError("$.calibration: this SDK applies method 'temperature' only")
+        t = (cal.get("parameters") or {}).get("temperature")
+        if not _finite(t) or not 0 < t <= MAX_TEMPERATURE:
+            raise CalibrationError(f"$.calibration.parameters.temperature: expected a number in (0, "
+                                   f"{MAX_TEMPERATURE:g}], got {t!r}")
+    out = record.get("output") or {}
+    values = [("null_threshold", out.get("null_threshold"))]
+    values += [(f"thresholds[{k}]", v) for k, v in enumerate(out.get("thresholds") or [])]
+    if out.get("abstention") is not None:
+        values.append(("abstention.min_score", (out["abstention"] or {}).get("min_score")))
+    for name, v in values:
+        if v is not None and not _finite(v):
+            raise CalibrationError(f"$.output.{name}: expected a finite number, got {v!r}")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def base_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record without any overlay and without its identity: what the graphs' record and this one
-    must share."""
+    """The record without any overlay and without its identity."""
     out = {k: copy.deepcopy(v) for k, v in record.items() if k not in OVERLAY_KEYS + ("identity",)}
     out["output"] = {k: v for k, v in out["output"].items() if k not in DECISION_KEYS}
     return out
@@ -45,13 +78,18 @@ def base_of(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def graph_record_matches(record: Mapping[str, Any], embedded: Mapping[str, Any]) -> bool:
     """Whether a graph whose embedded record is ``embedded`` belongs to an artifact whose record is
-    ``record``: the same record, or an overlay of exactly that graph record (same release, same fields
-    outside the calibration and decision keys)."""
+    ``record``: the same record, or exactly that graph record with this record's overlay applied (so every
+    field and digest outside the calibration and decision keys, identity weights included, is the graph's)."""
     if embedded == record:
         return True
-    parent = (record.get("overlay_of") or {}).get("release_id")
-    graph_release = (embedded.get("identity") or {}).get("release_id")
-    return parent is not None and parent == graph_release and base_of(embedded) == base_of(record)
+    if not record.get("overlay_of") or embedded.get("overlay_of"):
+        return False
+    try:
+        rebuilt = overlay(embedded, record.get("calibration"),
+                          {k: record["output"][k] for k in DECISION_KEYS if k in record["output"]})
+    except (ValueError, KeyError, TypeError):
+        return False
+    return rebuilt == record
 
 
 def overlay(graph_record: Mapping[str, Any], calibration: Mapping[str, Any] | None,

@@ -92,7 +92,8 @@ def passed_test_evaluation(root: Path, release_id: str) -> dict[str, Any] | None
     if not tests:
         return None
     last = tests[-1]  # a later failing test run takes the state back
-    ok = last.get("verdict") == "PASS" and last.get("gates") and all(g.get("decision") == "PASS" for g in last["gates"])
+    ok = last.get("verdict") == "PASS" and not last.get("tainted") and last.get("gates") \
+        and all(g.get("decision") == "PASS" for g in last["gates"])
     return last if ok else None
 
 

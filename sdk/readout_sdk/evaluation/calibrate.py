@@ -49,7 +49,8 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     described = ds.describe("calibration")
     engine = readout_sdk.load(root, target=target)
-    L.audit(L.uses(meta), described, "calibration", engine.release_id, str(ds.path))
+    root_id = L.root_of(engine.abi)
+    L.audit(L.uses(meta, root), ds.use("calibration"), "calibration", engine.release_id, root_id, str(ds.path))
     fam, output_section = engine.family_spec, engine.abi["output"]
     wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
     wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
@@ -104,10 +105,10 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")
     record = overlay(read_onnx_record(root / graph.file), calibration, decision)
-    history = L.record_use(L.uses(meta), described, "calibration", "calibrate", art.identity.release_id
-                           if art.identity else None, produced=record["identity"]["release_id"])
-    write_artifact(root, out, meta, record, history)
-    open_artifact(out)  # the new artifact must verify as any other: hashes and graph records
+    use = L.entry(ds.use("calibration"), "calibration", "calibrate", art.identity.release_id if art.identity else None,
+                  root_id, produced=record["identity"]["release_id"])
+    write_artifact(root, out, meta, record, L.uses(meta, root) + [use])  # the new artifact carries what it knows
+    L.append(root_id, use)
     return {"artifact": str(out), "parent_release_id": art.identity.release_id if art.identity else None,
             "release_id": record["identity"]["release_id"], "calibration": calibration,
             "decision": {k: v for k, v in decision.items() if k != "fitted"}, "fitted": fitted, "data": described}
@@ -129,7 +130,10 @@ def write_artifact(parent: Path, out: Path, meta: dict[str, Any], record: dict[s
         new["lineage"] = {"data": history, "parent": {"release_id": (meta["abi"].get("identity") or {}).get("release_id"),
                                                       "path": str(parent.resolve())}}
         new["lifecycle"] = derive_from(staging, record, {}).to_json()
-        write_atomic(staging / "readout.json", (json.dumps(new, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        write_atomic(staging / "readout.json", (json.dumps(new, indent=2, sort_keys=True, allow_nan=False)
+                                                 + "\n").encode("utf-8"))
+        open_artifact(staging)  # it must verify as any other (hashes, graph records) before it is in place
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide it from a server running as another user
         os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

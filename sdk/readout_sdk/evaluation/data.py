@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,34 @@ class Dataset:
     rows: tuple[Row, ...]
 
     def describe(self, role: str) -> dict[str, Any]:
-        """What reports and lineage say about it."""
+        """What reports and the calibration layer say about it."""
         return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.rows), "role": role}
+
+    def use(self, role: str) -> dict[str, Any]:
+        """What lineage keeps: :meth:`describe` plus a digest per row, so a reordered or re-identified copy
+        of the same split is still recognized."""
+        return self.describe(role) | {"row_digests": [row_digest(r) for r in self.rows]}
 
     def fail(self, row: Row, message: str) -> DataError:
         return DataError(f"{self.path}:{row.line}: {message}")
+
+
+def row_digest(row: Row) -> str:
+    """A row's content (every field but ``id`` and ``slice``), hashed: 12 hex digits."""
+    body = {k: v for k, v in row.fields.items() if k not in ("id", "slice")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()[:12]
+
+
+def number(value: Any) -> float | None:
+    """A finite float from a JSON number, or None (bools, strings, NaN, infinities and integers too large
+    for a float are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) else None
 
 
 def read(path: str | Path) -> Dataset:
@@ -58,7 +82,9 @@ def read(path: str | Path) -> Dataset:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    for n, line in enumerate(text.splitlines(), 1):
+    # lines end at "\n" only: U+2028 and the like may sit raw inside JSON strings
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:

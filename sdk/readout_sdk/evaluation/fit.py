@@ -78,22 +78,22 @@ def thresholds(labels: Sequence[str], scores: np.ndarray, gold: np.ndarray, curr
 
 
 def null_threshold(cases: Sequence[Any]) -> dict[str, Any]:
-    """The QA null margin maximizing summed F1 over the calibration cases."""
-    finite = [c for c in cases if c.extra["margin"] is not None and math.isfinite(c.extra["margin"])]
+    """The QA null margin maximizing summed F1 over the calibration cases (a case without a span, margin
+    +inf, is null at any threshold)."""
+    scored = [c for c in cases if c.extra["margin"] is not None]
+    finite = [c for c in scored if math.isfinite(c.extra["margin"])]
     if not finite:
         raise FitRefused("no case has both a null score and a span score; the record's null_policy must be cls")
-    unanswerable = sum(1 for c in cases if not c.extra["answerable"])
-    fixed = sum(c.extra["span_scores"][1] for c in cases if c.extra["margin"] == -math.inf and c.extra["answerable"])
-    score = unanswerable + fixed  # everything null, except cases whose null answer never competes
+    # start with every case null: each unanswerable one scores 1
+    score = float(sum(1 for c in scored if not c.extra["answerable"]))
     best, best_t = score, min(c.extra["margin"] for c in finite) - 1.0
-    margins = sorted({c.extra["margin"] for c in finite})
-    for m in margins:  # answering every case whose margin <= m
+    for m in sorted({c.extra["margin"] for c in finite}):  # answering every case whose margin <= m
         for c in finite:
             if c.extra["margin"] == m:
                 score += c.extra["span_scores"][1] if c.extra["answerable"] else -1.0
         if score > best:
             best, best_t = score, m
-    return {"null_threshold": float(best_t), "f1_sum": float(best), "cases": len(cases)}
+    return {"null_threshold": float(best_t), "f1_sum": float(best), "cases": len(scored)}
 
 
 def abstention(top: np.ndarray, correct: np.ndarray, coverage: float | None, risk: float | None) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def abstention(top: np.ndarray, correct: np.ndarray, coverage: float | None, ris
     hits = correct[order].astype(float)
     n = len(values)
     if coverage is not None:
-        k = max(1, math.ceil(coverage * n))
+        k = max(1, math.ceil(coverage * n - 1e-9))  # 0.55 * 100 is 55.000000000000007 in floats
         t = float(values[k - 1])
         answered = top >= t
         return {"min_score": t, "coverage": coverage, "achieved_coverage": float(answered.mean()),

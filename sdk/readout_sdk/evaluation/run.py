@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+import math
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -13,6 +13,7 @@ from readout_sdk.evaluation import lineage as L
 from readout_sdk.evaluation.paired import compare
 from readout_sdk.evaluation.slices import DEFAULT_MIN_SUPPORT, slices
 from readout_sdk.evaluation.tasks import Case, Measured, Task, task_of
+from readout_sdk.evaluation.tasks.base import items_of
 
 from readout_sdk.lifecycle import EVALUATION_FILE
 
@@ -32,7 +33,14 @@ def gold_values(engine: Any, ds: D.Dataset) -> list[Any]:
         if not any(f in row.fields for f in task.gold_fields):
             raise ds.fail(row, f"no gold field: a {engine.family} row needs "
                                f"{' or '.join(repr(f) for f in task.gold_fields)}")
-        golds.append(task.gold(ds, row, engine))
+        try:
+            golds.append(task.gold(ds, row, engine))
+        except D.DataError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:  # a malformed gold value
+            raise ds.fail(row, f"malformed {' / '.join(task.gold_fields)}: {type(e).__name__}: {e}") from None
+    if task.reads_items:
+        items_of(engine, ds)  # the inputs too, before anything runs
     return golds
 
 
@@ -57,14 +65,20 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
     engine = readout_sdk.load(root, target=target)
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     conf = settings(meta)
+    if role == "test" and min_support is not None and "min_support" in conf and min_support != conf["min_support"]:
+        raise InputRefused(f"--min-support {min_support}: the manifest froze evaluation.min_support at "
+                           f"{conf['min_support']} before any test data was seen; a test run keeps it")
     min_support = int(min_support if min_support is not None else conf.get("min_support", DEFAULT_MIN_SUPPORT))
     known = task_of(engine.family_spec).metric_names
     declared = [G.Gate.parse(g, "$.evaluation.gates", known) for g in conf.get("gates", [])] + \
         [G.Gate.parse(g, "--gate", known) for g in gates]
     per_slice = [G.Gate.parse(g, "$.evaluation.slice_gates", known) for g in conf.get("slice_gates", [])]
-    history = L.uses(meta)
+    root_id = L.root_of(engine.abi)
+    history = L.uses(meta, root)
+    if parent is not None:  # the release this one replaces is part of its lineage too
+        history += L.uses(json.loads((Path(parent) / "readout.json").read_text(encoding="utf-8")), Path(parent))
     described = ds.describe(role)
-    flags = L.audit(history, described, role, engine.release_id, str(ds.path))
+    flags, tainted = L.audit(history, ds.use(role), role, engine.release_id, root_id, str(ds.path))
     golds = gold_values(engine, ds)
     say(f"evaluating {engine.family} release {str(engine.release_id)[:12]} ({engine.target.name}) on "
         f"{ds.path.name}: {len(ds.rows)} rows, role {role}")
@@ -87,6 +101,9 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
         base = p_metrics if g.slice is None else (p_slices[g.slice].measured.metrics if g.slice in p_slices else None)
         results.append(G.decide(g, measured.metrics, measured.support, by_name, base, min_support))
     for g in per_slice:  # applied to every slice with enough support
+        if not any(s.gated for s in sl):
+            results.append(G.GateResult(f"{g.text} [every slice]", g.metric, None, g.text, None, None, 0,
+                                        G.NOT_EVALUATED, f"no slice has the minimum support {min_support}"))
         for s in sl:
             if s.gated:
                 one = G.Gate(f"{g.text} [{s.name}]", g.metric, s.name, g.op, g.value, g.parent_offset)
@@ -101,23 +118,39 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
            "task": task.name, "metrics": measured.metrics, "support": measured.support,
            "definitions": measured.definitions, **measured.detail,
            "min_support": min_support, "slices": [s.to_json() for s in sl], "paired": paired,
-           "gates": [r.to_json() for r in results], "verdict": verdict, "flags": flags,
-           "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "gates": [r.to_json() for r in results], "verdict": verdict, "flags": flags, "tainted": tainted,
+           "at": L.now(),
            "cases": [c.to_json() for c in cases]}
+    doc = clean(doc)  # no NaN or infinity ever reaches a report
     doc["exit_code"] = exit_code(doc)
     doc["_cases"] = cases  # for plots; dropped before anything is written
     engine.close()
+    use = L.entry(ds.use(role), role, "evaluate", doc["release_id"], root_id, at=doc["at"])
+    L.append(root_id, use)  # kept on this machine even with keep=False
     if keep:
-        lineage = {**(meta.get("lineage") or {}), "data": L.record_use(history, described, role, "evaluate",
-                                                                        doc["release_id"])}
+        lineage = dict(meta.get("lineage") or {})
+        lineage["data"] = list(lineage.get("data") or []) + [use]
         keep_in_artifact(root, doc, lineage)
     return doc
 
 
+def clean(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (JSON has no NaN; a metric that is not a
+    number was not measured)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
 def exit_code(doc: dict[str, Any]) -> int:
-    """0 when every gate passed; 1 on any FAIL or NOT_EVALUATED gate, or a test run with no gate."""
+    """0 when every gate passed; 1 on any FAIL or NOT_EVALUATED gate, a test run with no gate, or a tainted
+    test run (its test data was seen by another release of this lineage)."""
     if doc["verdict"] == G.PASS:
-        return 0
+        return 1 if doc.get("tainted") else 0
     if not doc["gates"] and doc["role"] != "test":
         return 0  # a measurement run: nothing was claimed
     return 1
@@ -133,17 +166,19 @@ def keep_in_artifact(root: Path, doc: dict[str, Any], lineage: dict[str, Any]) -
     from readout_sdk.atomic import write_atomic
     from readout_sdk.lifecycle import refresh
 
+    from readout_sdk.artifact import ArtifactError
+
     path = root / EVALUATION_FILE
     kept = None
     if path.is_file():
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            kept = None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # never silently drop earlier runs
+            raise ArtifactError(f"{path}: not valid JSON ({e}); move it aside to start a new one") from None
     if not kept or kept.get("release_id") != doc["release_id"]:
         kept = {"schema": SCHEMA, "release_id": doc["release_id"], "runs": []}
     kept["runs"].append(public(doc))
-    write_atomic(path, (json.dumps(kept, indent=2) + "\n").encode("utf-8"))
+    write_atomic(path, (json.dumps(kept, indent=2, allow_nan=False) + "\n").encode("utf-8"))
     summary = {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"], "file": EVALUATION_FILE,
                "gates": len(doc["gates"])}
     refresh(root, {"lineage": lineage, "evaluation": summary})

@@ -73,6 +73,27 @@ class ExtractiveQAFamily(Family):
                parts: list[Prepared], truncated: bool, top_k: int = 1, max_answer_length: int = MAX_ANSWER_LENGTH,
                align_to_words: bool = True) -> list[Answer]:
         context = item[1]
+        spans, null_score = self.scored(ctx, outs, parts, top_k, max_answer_length, align_to_words)
+        answers = [Answer(context[a:b], a, b, score) for score, a, b in spans]
+        if null_score is not None:  # the decision layer's rule: null wins by more than null_threshold
+            null = Answer("", 0, 0, null_score, is_null=True)
+            margin = float(ctx.output.get("null_threshold", 0.0))
+            if not answers or null_score - answers[0].score > margin:
+                answers.insert(0, null)
+            else:  # below the best span, at its score's rank among the rest
+                rest = answers[1:] + [null]
+                rest.sort(key=lambda x: -x.score)
+                answers = answers[:1] + rest
+        if not answers:
+            raise InputRefused("no admissible answer span: the context is empty after truncation")
+        return answers[:top_k]
+
+    def scored(self, ctx: Context, outs: list[dict[str, np.ndarray]], parts: list[Prepared], top_k: int = 1,
+               max_answer_length: int = MAX_ANSWER_LENGTH, align_to_words: bool = True
+               ) -> tuple[list[tuple[float, int, int]], float | None]:
+        """The best ``top_k`` distinct spans over all windows, best first, as (score, start char, end char),
+        and the null answer's score (None unless the null policy is cls): what decide() and the
+        null-threshold fit both read."""
         has_null = ctx.output.get("null_policy") == "cls"
         cls_id = ctx.record["input"]["special_token_ids"].get("cls")
         candidates: list[tuple[float, int, int]] = []
@@ -88,23 +109,12 @@ class ExtractiveQAFamily(Family):
                 null_score = score if null_score is None else min(null_score, score)
             for score, s, e in best_spans(p_s, p_e, context_rows, max_answer_length, top_k):
                 candidates.append((score, *span_chars(w, s, e, align_to_words)))
-        seen, answers = set(), []
+        seen, spans = set(), []
         for score, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
             if (a, b) not in seen:
                 seen.add((a, b))
-                answers.append(Answer(context[a:b], a, b, score))
-        if null_score is not None:  # the decision layer's rule: null wins by more than null_threshold
-            null = Answer("", 0, 0, null_score, is_null=True)
-            margin = float(ctx.output.get("null_threshold", 0.0))
-            if not answers or null_score - answers[0].score > margin:
-                answers.insert(0, null)
-            else:  # below the best span, at its score's rank among the rest
-                rest = answers[1:] + [null]
-                rest.sort(key=lambda x: -x.score)
-                answers = answers[:1] + rest
-        if not answers:
-            raise InputRefused("no admissible answer span: the context is empty after truncation")
-        return answers[:top_k]
+                spans.append((score, a, b))
+        return spans[:top_k], null_score
 
     def agreement(self, ctx: Context, got: list[list[Answer]], ref: list[list[Answer]]) -> dict[str, float]:
         def best(answers: list[Answer] | None) -> tuple[int, int, bool] | None:

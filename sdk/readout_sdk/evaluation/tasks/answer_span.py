@@ -9,6 +9,7 @@ the null prediction matches. Values are fractions (the script prints them x100).
 from __future__ import annotations
 
 import collections
+import math
 import re
 import string
 from typing import Any, Sequence
@@ -17,9 +18,6 @@ import numpy as np
 
 from readout_sdk.evaluation.data import Dataset, Row
 from readout_sdk.evaluation.tasks.base import Case, Measured, Task, items_of, trace_slices
-
-CANDIDATES = 20  # answers asked per case: the null answer and the best span are among them unless beaten 20 times
-
 
 def normalize_answer(s: str) -> str:
     """The SQuAD script's normalization."""
@@ -65,29 +63,35 @@ class AnswerSpan(Task):
             raise ds.fail(row, "'answers' must be {\"text\": [...], \"answer_start\": [...]} (empty lists: "
                                f"no answer), got {value!r}")
         starts = value.get("answer_start", [])
-        context = row.fields.get("context") or ""
+        context = row.fields.get("context")
+        if not isinstance(context, str):
+            raise ds.fail(row, "'context' must be a string")
+        # the script scores texts only; starts, when given, must locate them (one per text)
+        if not isinstance(starts, list) or (starts and len(starts) != len(value["text"])) or \
+                not all(isinstance(a, int) and not isinstance(a, bool) for a in starts):
+            raise ds.fail(row, "'answers.answer_start' must be a list of integers, one per answer text (or empty)")
         for text, start in zip(value["text"], starts):
-            if isinstance(start, int) and context[start:start + len(text)] != text:
+            if context[start:start + len(text)] != text or start < 0:
                 raise ds.fail(row, f"'answers': {text!r} is not at answer_start {start} of the context")
         return list(value["text"])
 
     def cases(self, engine: Any, ds: Dataset, golds: Sequence[list[str]]) -> list[Case]:
+        fam, ctx = engine.family_spec, engine.context
+        opts = fam.options(ctx)
         out = []
-        for row, gold, t in zip(ds.rows, golds, engine.trace(items_of(engine, ds), top_k=CANDIDATES)):
-            answers = t.result
-            top = answers[0]
-            span = next((a for a in answers if not a.is_null), None)
-            null = next((a for a in answers if a.is_null), None)
+        for row, gold, t in zip(ds.rows, golds, engine.trace(items_of(engine, ds))):
+            top = t.result[0]
+            # the best span and the null score, whatever the decision: what the null-threshold fit reads
+            spans, null_score = fam.scored(ctx, t.outs, t.parts, 1, opts["max_answer_length"], opts["align_to_words"])
+            span = t.item[1][spans[0][1]:spans[0][2]] if spans else None
             em, f = best(gold, "" if top.is_null else top.text)
             answerable = bool(gold)  # as the official script's has-answer: the gold list is not empty
-            margin = (null.score - span.score if span is not None else float("inf")) if null is not None else None
-            if null is None and engine.abi["output"].get("null_policy") == "cls":
-                margin = -float("inf")  # the null answer lost to CANDIDATES spans
+            margin = None if null_score is None else (null_score - spans[0][0] if spans else math.inf)
             out.append(Case(row.id, trace_slices(engine, row, t) + ["answerable" if answerable else "unanswerable"],
                             {"text": top.text, "start": top.start, "end": top.end, "is_null": top.is_null,
                              "score": top.score}, gold, bool(em), f,
                             {"em": em, "f1": f, "answerable": answerable, "null": top.is_null, "margin": margin,
-                             "span_scores": best(gold, span.text) if span is not None else (0.0, 0.0)}))
+                             "span_scores": best(gold, span) if span is not None else (0.0, 0.0)}))
         return out
 
     def measure(self, cases: Sequence[Case], engine: Any) -> Measured:

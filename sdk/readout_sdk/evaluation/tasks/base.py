@@ -51,6 +51,7 @@ class Task:
     lower_is_better: ClassVar[frozenset[str]] = frozenset()
     case_value: ClassVar[str] = ""          # what Case.value is (paired deltas)
     correctness: ClassVar[str | None] = None  # what Case.correct means, None where there is none
+    reads_items: ClassVar[bool] = True      # rows are the family's input items (`items_of`)
 
     def gold(self, ds: Dataset, row: Row, engine: Any) -> Any:
         """The row's gold value, checked (refusals name the file, line and field)."""
@@ -72,11 +73,12 @@ def items_of(engine: Any, ds: Dataset) -> list[Any]:
     """Each row's input item, read by the family's own field names."""
     fam = engine.family_spec
     out = []
-    for row in ds.rows:
-        try:
-            out.append(fam.row_item(row.line, row.fields))
+    for k, row in enumerate(ds.rows):
+        try:  # refused here, naming the line, rather than inside a batch
+            out.append(fam.check_item(k, fam.row_item(row.line, row.fields)))
         except (ValueError, TypeError) as e:
-            raise ds.fail(row, str(e).replace(f"row {row.line}: ", "")) from None
+            why = str(e).replace(f"row {row.line}: ", "").replace(f"item {k}: ", "")
+            raise ds.fail(row, f"input {' / '.join(repr(f) for f in fam.fields)}: {why}") from None
     return out
 
 

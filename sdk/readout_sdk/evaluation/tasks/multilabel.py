@@ -24,7 +24,7 @@ class Multilabel(Task):
     def gold(self, ds: Dataset, row: Row, engine: Any) -> list[str]:
         value = row.fields.get("labels")
         labels = list(engine.labels or ())
-        if not isinstance(value, list) or any(v not in labels for v in value):
+        if not isinstance(value, list) or any(not isinstance(v, str) or v not in labels for v in value):
             raise ds.fail(row, f"'labels' must be a list of the model's labels {labels}, got {value!r}")
         return sorted(set(value), key=labels.index)
 
@@ -53,7 +53,9 @@ class Multilabel(Task):
         measured = [a for a in ap if a is not None]
         thresholds = engine.abi["output"].get("thresholds") or []
         n = len(cases)
-        m = {"macro_f1": float(f1_score(y, yhat, average="macro", zero_division=0)),
+        present = [j for j in range(len(labels)) if y[:, j].any() or yhat[:, j].any()]  # as single-label's macro
+        m = {"macro_f1": float(f1_score(y, yhat, labels=present, average="macro", zero_division=0)) if present
+             else None,
              "micro_f1": float(f1_score(y, yhat, average="micro", zero_division=0)),
              "average_precision": float(np.mean(measured)) if measured else None,
              "labels_per_example": float(yhat.sum(1).mean()),
@@ -67,7 +69,8 @@ class Multilabel(Task):
                            "threshold": float(thresholds[j]) if j < len(thresholds) else None}
                      for j, lab in enumerate(labels)}
         return Measured(m, support, {"per_label": per_label},
-                        {"average_precision": AP, "macro_f1": "unweighted mean of per-label F1 (scikit-learn)",
+                        {"average_precision": AP, "macro_f1": "unweighted mean of per-label F1 over the labels present in gold or "
+                         "predictions (scikit-learn)",
                          "micro_f1": "F1 of counts summed over labels (scikit-learn)",
                          "empty_prediction_rate": "fraction of cases with no label predicted"})
 

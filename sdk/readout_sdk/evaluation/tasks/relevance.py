@@ -10,16 +10,16 @@ A file holds one of two row kinds:
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
-from readout_sdk.evaluation.data import Dataset, Row
+from readout_sdk.evaluation.data import Dataset, Row, number
 from readout_sdk.evaluation.measures import correlations
 from readout_sdk.evaluation.tasks.base import Case, Measured, Task, token_bucket
 
 CUTOFFS = (1, 5, 10)
+MAX_GRADE = 2 ** 31 - 1  # trec_eval reads grades as C ints
 RANKING = {"ndcg@10": "trec_eval ndcg_cut.10 (linear gain, log2 discount), mean over queries",
            "mrr@10": "trec_eval recip_rank counted only when the first relevant document is in the top 10",
            **{f"recall@{k}": f"trec_eval recall.{k}: relevant documents in the top {k} / all relevant" for k in CUTOFFS}}
@@ -31,6 +31,7 @@ class Relevance(Task):
     metric_names = ("ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "pearson", "spearman")
     case_value = "nDCG@10 of the query (ranking rows) or the predicted score (pairs)"
     correctness = "the top-ranked document is relevant (ranking rows)"
+    reads_items = False  # rows are a query with documents, scored by `Family.relevance`
 
     def gold(self, ds: Dataset, row: Row, engine: Any) -> Any:
         f = row.fields
@@ -40,22 +41,17 @@ class Relevance(Task):
             docs = f["documents"]
             if not isinstance(docs, list) or not docs or not all(isinstance(d, str) and d.strip() for d in docs):
                 raise ds.fail(row, "'documents' must be a non-empty list of non-empty strings")
-            rel = f.get("relevant")
-            grades = {i: 1 for i in rel} if isinstance(rel, list) else (
-                {int(k): v for k, v in rel.items()} if isinstance(rel, dict) and all(str(k).isdigit() for k in rel)
-                else None)
-            if not grades or not all(isinstance(i, int) and 0 <= i < len(docs) for i in grades) or \
-                    not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in grades.values()) or \
-                    not any(grades.values()):
-                raise ds.fail(row, "'relevant' must list the indices of relevant documents (or map index -> "
-                                   f"grade), with at least one relevant, got {rel!r}")
+            grades = _grades(f.get("relevant"), len(docs))
+            if grades is None:
+                raise ds.fail(row, "'relevant' must list the indices of relevant documents (or map \"index\" -> "
+                                   f"grade 0..{MAX_GRADE}), with at least one relevant, got {str(f.get('relevant'))[:80]}")
             return {"kind": "ranking", "grades": grades}
         if not isinstance(f.get("document"), str) or not f["document"].strip():
             raise ds.fail(row, "a row needs 'documents' and 'relevant' (ranking) or 'document' and 'score' (pairs)")
-        s = f.get("score")
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
-            raise ds.fail(row, f"'score' must be a finite number, got {s!r}")
-        return {"kind": "pair", "score": float(s)}
+        s = number(f.get("score"))
+        if s is None:
+            raise ds.fail(row, f"'score' must be a finite number, got {str(f.get('score'))[:40]}")
+        return {"kind": "pair", "score": s}
 
     def cases(self, engine: Any, ds: Dataset, golds: Sequence[Any]) -> list[Case]:
         kinds = {g["kind"] for g in golds}
@@ -96,6 +92,25 @@ class Relevance(Task):
         m = {k: float(np.mean([c.extra["trec"][k] for c in cases])) for k in names}
         curve = {k: float(np.mean([_recall_at(c, k) for c in cases])) for k in range(1, 11)}
         return Measured(m, {k: n for k in m}, {"recall_curve": curve}, dict(RANKING))
+
+
+def _grades(rel: Any, n: int) -> dict[int, int] | None:
+    """Index -> grade from a list of indices (grade 1) or a {"index": grade} map, or None if malformed."""
+    def index(k: Any) -> int | None:
+        if isinstance(k, str) and k.isascii() and k.isdigit():
+            k = int(k)
+        return k if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < n else None
+
+    if isinstance(rel, list):
+        pairs = [(index(k), 1) for k in rel]
+    elif isinstance(rel, dict):
+        pairs = [(index(k), g) for k, g in rel.items()]
+    else:
+        return None
+    ok = pairs and all(i is not None and isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= MAX_GRADE
+                       for i, g in pairs)
+    grades = dict(pairs) if ok else None
+    return grades if grades and any(grades.values()) else None
 
 
 def _doc_id(i: int) -> str:

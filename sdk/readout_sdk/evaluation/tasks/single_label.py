@@ -28,12 +28,15 @@ class SingleLabel(Task):
     def gold(self, ds: Dataset, row: Row, engine: Any) -> int:
         value = row.fields.get("label")
         if engine.family_spec.input_kind == "choices":
-            n = len(row.fields.get("choices") or ())
+            choices = row.fields.get("choices")
+            if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+                raise ds.fail(row, "'choices' must be a list of strings")
+            n = len(choices)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n:
                 raise ds.fail(row, f"'label' must be the index of the right choice (0..{n - 1}), got {value!r}")
             return value
         labels = list(engine.labels or ())
-        if value not in labels:
+        if not isinstance(value, str) or value not in labels:
             raise ds.fail(row, f"'label' {value!r} is not one of the model's labels {labels}")
         return labels.index(value)
 

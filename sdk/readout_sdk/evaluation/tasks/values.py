@@ -2,13 +2,12 @@
 omits is missing for that row, and its support says so)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
-from readout_sdk.evaluation.data import Dataset, Row
-from readout_sdk.evaluation.measures import correlations
+from readout_sdk.evaluation.data import Dataset, Row, number
+from readout_sdk.evaluation.measures import correlations, finite
 from readout_sdk.evaluation.tasks.base import Case, Measured, Task, items_of, trace_slices
 
 
@@ -24,10 +23,12 @@ class Values(Task):
         names = list(engine.labels or ())
         if not isinstance(value, dict) or not value or any(k not in names for k in value):
             raise ds.fail(row, f"'values' must map some of the outputs {names} to numbers, got {value!r}")
+        out = {}
         for k, v in value.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ds.fail(row, f"'values.{k}' must be a finite number, got {v!r}")
-        return {k: float(v) for k, v in value.items()}
+            out[k] = number(v)
+            if out[k] is None:
+                raise ds.fail(row, f"'values.{k}' must be a finite number, got {str(v)[:40]}")
+        return out
 
     def cases(self, engine: Any, ds: Dataset, golds: Sequence[dict[str, float]]) -> list[Case]:
         out = []
@@ -48,8 +49,8 @@ class Values(Task):
                 continue
             g = [c.gold[name] for c in have]
             p = [c.prediction[name] for c in have]
-            per_output[name] = {"support": len(have), "mae": float(mean_absolute_error(g, p)),
-                                "rmse": float(root_mean_squared_error(g, p)), **correlations(p, g),
+            per_output[name] = {"support": len(have), "mae": finite(mean_absolute_error(g, p)),
+                                "rmse": finite(root_mean_squared_error(g, p)), **correlations(p, g),
                                 "gold_range": [min(g), max(g)]}
         measured = {k: v for k, v in per_output.items() if v["support"]}
         m: dict[str, float | None] = {}
