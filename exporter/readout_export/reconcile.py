@@ -153,7 +153,7 @@ def reconcile(art: Artifact) -> Reconciliation:
                                  derived["identity"]["release_id"]))
         derived = overlay(derived, art.record.get("calibration"),
                           {k: art.record["output"][k] for k in DECISION_KEYS if k in art.record["output"]})
-        note = "calibration and decision overlay fitted by `calibrate` (readout.json lineage names its data)"
+        note = "the calibration and decision overlay was fitted by `calibrate`; readout.json's lineage names its data"
     fields += compare(art.record, derived)
     if art.identity is None:  # an older record: every field it states is still compared, digests cannot be
         fields = [f for f in fields if f.name not in IDENTITY_ONLY]
