@@ -46,61 +46,63 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     if out.exists():
         raise InputRefused(f"{out}: already exists; calibrate writes a new artifact")
     ds = D.read(data)
-    meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     described = ds.describe("calibration")
     engine = readout_sdk.load(root, target=target)
-    root_id = L.root_of(engine.abi)
-    L.audit(L.uses(meta, root), ds.use("calibration"), "calibration", engine.release_id, root_id, str(ds.path))
-    fam, output_section = engine.family_spec, engine.abi["output"]
-    wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
-    wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
-    wants_thresholds = "thresholds" in fam.calibrators
-    wants_null = "null_threshold" in fam.calibrators and output_section.get("null_policy") == "cls"
-    if not (wants_temperature or wants_abstention or wants_thresholds or wants_null):
-        raise InputRefused(f"nothing to calibrate for {engine.family} ({output_section['score_type']} scores): "
-                           f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
-                           + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
-    say(f"fitting on {ds.path.name} ({len(ds.rows)} rows, role calibration) for {engine.family} release "
-        f"{str(engine.release_id)[:12]}")
-    calibration, decision, fitted = None, {}, {}
-    if wants_temperature or wants_abstention:
-        task = TASKS["single_label"]
-        golds = [task.gold(ds, r, engine) for r in ds.rows]
-        cases = task.cases(engine, ds, golds)
-        t = F.temperature(engine, cases) if wants_temperature else {"temperature": 1.0}
-        if wants_temperature:
-            calibration = {"scheme": SCHEME, "method": "temperature", "parameters": {"temperature": t["temperature"]},
-                           "data": described, "metrics": {"nll_before": t["nll_before"], "nll_after": t["nll_after"]}}
-            say(f"temperature {t['temperature']:.4f}: NLL {t['nll_before']:.4f} -> {t['nll_after']:.4f}")
-        if wants_abstention:
-            import copy
+    try:  # the engine is released whatever the fit refuses
+        meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
+        root_id = L.root_of(engine.abi)
+        L.audit(L.uses(meta, root), ds.use("calibration"), "calibration", engine.release_id, root_id, str(ds.path))
+        fam, output_section = engine.family_spec, engine.abi["output"]
+        wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
+        wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
+        wants_thresholds = "thresholds" in fam.calibrators
+        wants_null = "null_threshold" in fam.calibrators and output_section.get("null_policy") == "cls"
+        if not (wants_temperature or wants_abstention or wants_thresholds or wants_null):
+            raise InputRefused(f"nothing to calibrate for {engine.family} ({output_section['score_type']} scores): "
+                               f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
+                               + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
+        say(f"fitting on {ds.path.name} ({len(ds.rows)} rows, role calibration) for {engine.family} release "
+            f"{str(engine.release_id)[:12]}")
+        calibration, decision, fitted = None, {}, {}
+        if wants_temperature or wants_abstention:
+            task = TASKS["single_label"]
+            golds = [task.gold(ds, r, engine) for r in ds.rows]
+            cases = task.cases(engine, ds, golds)
+            t = F.temperature(engine, cases) if wants_temperature else {"temperature": 1.0}
+            if wants_temperature:
+                calibration = {"scheme": SCHEME, "method": "temperature", "parameters": {"temperature": t["temperature"]},
+                               "data": described, "metrics": {"nll_before": t["nll_before"], "nll_after": t["nll_after"]}}
+                say(f"temperature {t['temperature']:.4f}: NLL {t['nll_before']:.4f} -> {t['nll_after']:.4f}")
+            if wants_abstention:
+                import copy
 
-            ctx = copy.copy(engine.context)
-            ctx.temperature = t["temperature"]
-            probs = np.array([fam.class_probabilities(ctx, c.extra["outs"]) for c in cases])
-            correct = probs.argmax(1) == np.array(golds)
-            a = F.abstention(probs.max(1), correct, coverage, risk)
-            decision["abstention"] = {k: v for k, v in a.items() if k in ("min_score", "coverage", "risk")}
-            fitted["abstention"] = a
-            say(f"abstention below {a['min_score']:.4f}: coverage {a['achieved_coverage']:.3f}, "
-                f"risk {a['achieved_risk']:.3f}")
-    if wants_thresholds:
-        _, cases, _ = measure(engine, ds)
-        th = F.thresholds(engine.labels, np.stack([c.extra["scores"] for c in cases]),
-                          np.stack([c.extra["y"] for c in cases]), output_section["thresholds"], precision)
-        decision["thresholds"] = th["thresholds"]
-        fitted["thresholds"] = th
-        say(f"thresholds {', '.join(f'{lab} {v:.4f}' for lab, v in zip(engine.labels, th['thresholds']))}")
-    if wants_null:
-        _, cases, _ = measure(engine, ds)
-        n = F.null_threshold(cases)
-        decision["null_threshold"] = n["null_threshold"]
-        fitted["null_threshold"] = n
-        say(f"null answer when its score exceeds the best span's by more than {n['null_threshold']:.4f}")
-    if decision:
-        decision["fitted"] = {"method": fitted, "data": described}
-    art = engine.artifact
-    engine.close()
+                ctx = copy.copy(engine.context)
+                ctx.temperature = t["temperature"]
+                probs = np.array([fam.class_probabilities(ctx, c.extra["outs"]) for c in cases])
+                correct = probs.argmax(1) == np.array(golds)
+                a = F.abstention(probs.max(1), correct, coverage, risk)
+                decision["abstention"] = {k: v for k, v in a.items() if k in ("min_score", "coverage", "risk")}
+                fitted["abstention"] = a
+                say(f"abstention below {a['min_score']:.4f}: coverage {a['achieved_coverage']:.3f}, "
+                    f"risk {a['achieved_risk']:.3f}")
+        if wants_thresholds:
+            _, cases, _ = measure(engine, ds)
+            th = F.thresholds(engine.labels, np.stack([c.extra["scores"] for c in cases]),
+                              np.stack([c.extra["y"] for c in cases]), output_section["thresholds"], precision)
+            decision["thresholds"] = th["thresholds"]
+            fitted["thresholds"] = th
+            say(f"thresholds {', '.join(f'{lab} {v:.4f}' for lab, v in zip(engine.labels, th['thresholds']))}")
+        if wants_null:
+            _, cases, _ = measure(engine, ds)
+            n = F.null_threshold(cases)
+            decision["null_threshold"] = n["null_threshold"]
+            fitted["null_threshold"] = n
+            say(f"null answer when its score exceeds the best span's by more than {n['null_threshold']:.4f}")
+        if decision:
+            decision["fitted"] = {"method": fitted, "data": described}
+        art = engine.artifact
+    finally:
+        engine.close()
     graph = next((t for t in art.targets if t.format == "onnx"), None)
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")

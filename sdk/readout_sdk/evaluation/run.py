@@ -63,6 +63,16 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
     ds = D.read(data)
     root = Path(artifact)
     engine = readout_sdk.load(root, target=target)
+    try:
+        return _evaluate(engine, ds, root, role, parent, target, gates, min_support, keep, say)
+    finally:
+        engine.close()
+
+
+def _evaluate(engine: Any, ds: D.Dataset, root: Path, role: str, parent: str | Path | None, target: str | None,
+              gates: Sequence[str], min_support: int | None, keep: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    import readout_sdk
+
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     conf = settings(meta)
     if role == "test" and min_support is not None and "min_support" in conf and min_support != conf["min_support"]:
@@ -84,31 +94,17 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
         f"{ds.path.name}: {len(ds.rows)} rows, role {role}")
     task, cases, measured = measure(engine, ds, golds)
     sl = slices(task, cases, engine, min_support)
-    by_name = {s.name: s for s in sl}
     paired, p_slices, p_metrics = None, {}, None
     if parent is not None:
-        p_engine = readout_sdk.load(parent, target=target)
-        if p_engine.family != engine.family:
-            raise InputRefused(f"{parent}: the parent is {p_engine.family}, the candidate {engine.family}")
-        say(f"evaluating the parent, release {str(p_engine.release_id)[:12]}, on the same rows")
-        _, p_cases, p_measured = measure(p_engine, ds)
-        p_metrics = p_measured.metrics
-        p_slices = {s.name: s for s in slices(task, p_cases, p_engine, min_support)}
-        paired = compare(task, cases, p_cases, measured.metrics, p_metrics, p_engine.release_id)
-        p_engine.close()
-    results = []
-    for g in declared:
-        base = p_metrics if g.slice is None else (p_slices[g.slice].measured.metrics if g.slice in p_slices else None)
-        results.append(G.decide(g, measured.metrics, measured.support, by_name, base, min_support))
-    for g in per_slice:  # applied to every slice with enough support
-        if not any(s.gated for s in sl):
-            results.append(G.GateResult(f"{g.text} [every slice]", g.metric, None, g.text, None, None, 0,
-                                        G.NOT_EVALUATED, f"no slice has the minimum support {min_support}"))
-        for s in sl:
-            if s.gated:
-                one = G.Gate(f"{g.text} [{s.name}]", g.metric, s.name, g.op, g.value, g.parent_offset)
-                base = p_slices[s.name].measured.metrics if s.name in p_slices else None
-                results.append(G.decide(one, measured.metrics, measured.support, by_name, base, min_support))
+        with readout_sdk.load(parent, target=target) as p_engine:
+            if p_engine.family != engine.family:
+                raise InputRefused(f"{parent}: the parent is {p_engine.family}, the candidate {engine.family}")
+            say(f"evaluating the parent, release {str(p_engine.release_id)[:12]}, on the same rows")
+            _, p_cases, p_measured = measure(p_engine, ds)
+            p_metrics = p_measured.metrics
+            p_slices = {s.name: s for s in slices(task, p_cases, p_engine, min_support)}
+            paired = compare(task, cases, p_cases, measured.metrics, p_metrics, p_engine.release_id)
+    results = decide_gates(declared, per_slice, measured, sl, p_metrics, p_slices, min_support)
     verdict = G.verdict(results)
     if not results:
         flags.append("no gates declared: nothing was gated" + (", and a test evaluation with nothing gated never "
@@ -124,7 +120,6 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
     doc = clean(doc)  # no NaN or infinity ever reaches a report
     doc["exit_code"] = exit_code(doc)
     doc["_cases"] = cases  # for plots; dropped before anything is written
-    engine.close()
     use = L.entry(ds.use(role), role, "evaluate", doc["release_id"], root_id, at=doc["at"])
     L.append(root_id, use)  # kept on this machine even with keep=False
     if keep:
@@ -132,6 +127,27 @@ def evaluate(artifact: str | Path, data: str | Path, role: str, parent: str | Pa
         lineage["data"] = list(lineage.get("data") or []) + [use]
         keep_in_artifact(root, doc, lineage)
     return doc
+
+
+def decide_gates(declared: Sequence[G.Gate], per_slice: Sequence[G.Gate], measured: Measured, sl: Sequence[Any],
+                 p_metrics: dict[str, Any] | None, p_slices: dict[str, Any], min_support: int) -> list[G.GateResult]:
+    """Every declared gate, then each slice gate on every slice with enough support (one NOT_EVALUATED
+    result when no slice has it, so a slice gate never silently vanishes)."""
+    by_name = {s.name: s for s in sl}
+    results = []
+    for g in declared:
+        base = p_metrics if g.slice is None else (p_slices[g.slice].measured.metrics if g.slice in p_slices else None)
+        results.append(G.decide(g, measured.metrics, measured.support, by_name, base, min_support))
+    for g in per_slice:
+        if not any(s.gated for s in sl):
+            results.append(G.GateResult(f"{g.text} [every slice]", g.metric, None, f"{g.op} every slice", None, None,
+                                        0, G.NOT_EVALUATED, f"no slice has the minimum support {min_support}"))
+        for s in sl:
+            if s.gated:
+                one = G.Gate(f"{g.text} [{s.name}]", g.metric, s.name, g.op, g.value, g.parent_offset)
+                base = p_slices[s.name].measured.metrics if s.name in p_slices else None
+                results.append(G.decide(one, measured.metrics, measured.support, by_name, base, min_support))
+    return results
 
 
 def clean(value: Any) -> Any:
