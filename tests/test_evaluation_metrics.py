@@ -593,28 +593,24 @@ def test_cross_encoder_ranking_follows_score_pairs(shared, tmp_path):
     engine.close()
 
 
-def test_sparse_ranking_follows_sparse_dot(shared, tmp_path):
-    """case prediction = documents ordered by SparseVector.dot of engine.sparse_encode (ties in input order)."""
-    _, art = shared("sparse")
+# the oracle each family's score is: its own SDK vectors, scored by the SDK's documented rule
+VECTOR_SCORES = {
+    "sparse": lambda engine, texts: [(v, lambda q, d: q.dot(d)) for v in engine.sparse_encode(texts)],
+    "late": lambda engine, texts: [(v, Engine.maxsim) for v in engine.encode_tokens(texts)],
+}
+
+
+@pytest.mark.parametrize("key", sorted(VECTOR_SCORES))
+def test_vector_family_ranking_follows_its_sdk_score(shared, tmp_path, key):
+    """case prediction = documents ordered by SparseVector.dot of engine.sparse_encode (sparse) or
+    Engine.maxsim of engine.encode_tokens (late interaction); ties in input order."""
+    _, art = shared(key)
     doc = run_eval(art, tmp_path, _small_rows())
     engine = readout_sdk.load(art)
     scores = []
     for q, docs, _ in SMALL:
-        qv, *dv = engine.sparse_encode([q] + docs)
-        scores.append(np.array([qv.dot(d) for d in dv]))
-    _check_small(doc, scores, engine.tokenizer)
-    engine.close()
-
-
-def test_late_interaction_ranking_follows_maxsim(shared, tmp_path):
-    """case prediction = documents ordered by Engine.maxsim of engine.encode_tokens (ties in input order)."""
-    _, art = shared("late")
-    doc = run_eval(art, tmp_path, _small_rows())
-    engine = readout_sdk.load(art)
-    scores = []
-    for q, docs, _ in SMALL:
-        qv, *dv = engine.encode_tokens([q] + docs)
-        scores.append(np.array([Engine.maxsim(qv, d) for d in dv]))
+        (qv, score), *dv = VECTOR_SCORES[key](engine, [q] + docs)
+        scores.append(np.array([score(qv, d) for d, _ in dv]))
     _check_small(doc, scores, engine.tokenizer)
     engine.close()
 

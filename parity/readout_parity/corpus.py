@@ -8,11 +8,11 @@ up to past max_length (cut by truncation, or split into windows where the record
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from readout_sdk.families import REGISTRY, Family
+from readout_sdk.jsonl import objects
 
 LONG = ("Transformers encode every token of a sentence into a contextual vector, and the readout decides which "
         "rows are pooled, whether special tokens count, how vectors are projected and normalized, and what the "
@@ -58,15 +58,7 @@ def default_corpus(family: Family) -> list[Any]:
 def load_corpus(path: str | Path, family: Family) -> list[Any]:
     """Read a JSONL corpus of ``family``'s rows; each problem names its line."""
     items: list[Any] = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{n}: expected a JSON object with {', '.join(family.fields)}")
+    for n, row in objects(path):
         if family.input_kind == "pair" and not all(f in row for f in family.fields):
             row = _as_pair(row, family)
         try:

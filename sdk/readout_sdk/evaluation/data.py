@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.errors import InputRefused
+from readout_sdk.jsonl import objects
 
 
 class DataError(InputRefused):
@@ -78,21 +79,7 @@ def read(path: str | Path) -> Dataset:
         raise DataError(f"{path}: no such data file")
     raw = path.read_bytes()
     rows, seen = [], {}
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    # lines end at "\n" only: U+2028 and the like may sit raw inside JSON strings
-    for n, line in enumerate(text.split("\n"), 1):
-        line = line.removesuffix("\r")
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{n}: not JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
+    for n, obj in objects(path, DataError, raw):
         rid = str(obj.get("id", n))
         if rid in seen:
             raise DataError(f"{path}:{n}: id {rid!r} repeats line {seen[rid]}; case ids must be unique")
