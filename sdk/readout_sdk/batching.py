@@ -68,15 +68,6 @@ def split_rows(record: dict[str, Any], out: dict[str, np.ndarray], feed: dict[st
     return [{k: (v[i][mask[i]] if k in seq else v[i]) for k, v in out.items()} for i in range(mask.shape[0])]
 
 
-def check_items(items: Any, what: str = "texts") -> Iterable[Any]:
-    """Accept a list, tuple or any iterable (consumed lazily); a bare string is a mistake worth naming."""
-    if isinstance(items, str):
-        raise TypeError(f"{what}: expected a list of strings, got one str (wrap it in a list)")
-    if not hasattr(items, "__iter__"):
-        raise TypeError(f"{what}: expected an iterable of items, got {type(items).__name__}")
-    return items
-
-
 def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     """Consume an iterable lazily in lists of ``size`` (bounded memory for very large inputs)."""
     chunk: list[Any] = []

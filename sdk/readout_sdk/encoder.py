@@ -25,6 +25,7 @@ class TextEncoder:
         self.rows = record["readout"]["rows"]
         self.inserted = set(record["readout"]["content_excluded_ids"])
         self.inputs = [i["name"] for i in record["inputs"]]
+        self._measure: Tokenizer | None = None
 
     def windowed(self, stride: int) -> Tokenizer:
         """A second tokenizer instance that returns overlapping windows (never mutate the shared one)."""
@@ -49,7 +50,8 @@ class TextEncoder:
         return self.encode_batch(index, [item], tokenizer)[0]
 
     def encode_batch(self, base: int, items: Sequence[Any], tokenizer: Tokenizer | None = None) -> list[Encoding]:
-        """Type-check, then encode all items in one Rust call (parallel, outside the GIL)."""
+        """Type-check, then encode all items in one Rust call (parallel, outside the GIL). The tokenizer's
+        own errors and panics (a Rust panic is a BaseException) come back as an InputRefused naming the item."""
         inputs: list[Any] = []
         for j, item in enumerate(items):
             if isinstance(item, str):
@@ -58,4 +60,51 @@ class TextEncoder:
                 inputs.append((item[0], item[1]))
             else:
                 raise TypeError(f"item {base + j}: expected str or a (str, str) pair, got {type(item).__name__}")
-        return (tokenizer or self.tokenizer).encode_batch(inputs) if inputs else []
+        if not inputs:
+            return []
+        tok = tokenizer or self.tokenizer
+        self._check_window_room(base, inputs, tok)
+        try:
+            return tok.encode_batch(inputs)
+        except BaseException as e:
+            if not _native(e):
+                raise
+        for j, one in enumerate(inputs):  # find the item, outside the failed batch call
+            try:
+                tok.encode(*one) if isinstance(one, tuple) else tok.encode(one)
+            except BaseException as e:
+                if not _native(e):
+                    raise
+                raise InputRefused(f"item {base + j}: the tokenizer cannot encode it ({_first_line(e)})") from None
+        raise InputRefused(f"items {base}..{base + len(inputs) - 1}: the tokenizer failed on the batch")
+
+    def _check_window_room(self, base: int, inputs: list[Any], tok: Tokenizer) -> None:
+        """Windowing a pair keeps its first text whole in every window: the first text must leave more than
+        the stride for the second, or no window can advance (tokenizers panics on it)."""
+        trunc = tok.truncation or {}
+        if not trunc.get("stride") or trunc.get("strategy") != "only_second" or not isinstance(inputs[0], tuple):
+            return
+        specials = tok.num_special_tokens_to_add(True)
+        limit = self.max_length - specials - int(trunc["stride"]) - 1
+        n = len(inputs)
+        if self._measure is None:  # the same tokenizer, uncut: the shared one may refuse a lone text outright
+            self._measure = Tokenizer.from_str(self.tokenizer.to_str())
+            self._measure.no_truncation()
+        lengths = [len(e.ids) for e in self._measure.encode_batch([a for a, _ in inputs] + [b for _, b in inputs],
+                                                                    add_special_tokens=False)]
+        for j in range(n):
+            first, second = lengths[j], lengths[n + j]
+            if first > limit and first + second + specials > self.max_length:
+                raise InputRefused(f"item {base + j}: the question is {first} tokens; with this artifact's "
+                                   f"max_length {self.max_length} and window stride {trunc['stride']} a question "
+                                   f"may have at most {limit} tokens beside a context that needs windows")
+
+
+def _native(e: BaseException) -> bool:
+    """An error raised by the tokenizer library: its exceptions, or a Rust panic (pyo3's PanicException
+    derives from BaseException, so ``except Exception`` would let it through)."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

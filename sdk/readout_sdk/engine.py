@@ -21,7 +21,9 @@ from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.artifact import Target
 from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import choose, gpu_available, kept_evidence, providers_for
-from readout_sdk.batching import Prepared, Progress, check_items, chunks, run_sorted
+from readout_sdk.arguments import items as check_items
+from readout_sdk.arguments import flag, optional_positive_int, positive_int
+from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
@@ -102,7 +104,7 @@ class Engine:
 
     def __init__(self, artifact: Artifact, runner: Runner, target: Target, reason: str = "",
                  max_batch_tokens: int = DEFAULT_BATCH_TOKENS):
-        _positive(max_batch_tokens=max_batch_tokens)
+        positive_int("max_batch_tokens", max_batch_tokens)
         self.artifact = artifact
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
@@ -187,7 +189,7 @@ class Engine:
                what: str) -> Iterable[tuple[list[dict[str, np.ndarray]], list[Prepared], Any, bool]]:
         """Check and encode items, run their parts in sorted batches; yield per item (outputs, parts,
         the checked item, truncated), in input order."""
-        _positive(batch_size=batch_size)
+        positive_int("batch_size", batch_size)
         fam = self.family_spec
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
@@ -328,12 +330,6 @@ class Traced:
     outs: list[dict[str, np.ndarray]]
     parts: list[Prepared]
     truncated: bool
-
-
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _two(inputs: Any, what: str) -> tuple[Any, Any]:

@@ -17,6 +17,7 @@ import numpy as np
 from tokenizers import Encoding
 
 from readout_sdk import agreement as A
+from readout_sdk.arguments import text
 from readout_sdk.batching import Prepared
 from readout_sdk.calibration import temperature as calibration_temperature
 from readout_sdk.decode import scores as S
@@ -173,9 +174,7 @@ class Family:
     def check_item(self, index: int, item: Any) -> Any:
         """Type-check one input item; return it in the form :meth:`encode` takes."""
         if self.pair_roles is None:
-            if not isinstance(item, str):
-                raise TypeError(f"item {index}: expected str, got {type(item).__name__}")
-            return item
+            return text(index, "text", item)
         check_pair(index, item, self.pair_roles)
         return (item[0], item[1])
 
@@ -287,8 +286,7 @@ def check_pair(index: int, item: Any, roles: tuple[str, str]) -> None:
     for role, value in zip(roles, item):
         if value is None or (isinstance(value, str) and not value.strip()):
             raise InputRefused(f"item {index}: the {role} is missing or empty")
-        if not isinstance(value, str):
-            raise TypeError(f"item {index}: the {role} must be str, got {type(value).__name__}")
+        text(index, role, value)
 
 
 def row_field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:

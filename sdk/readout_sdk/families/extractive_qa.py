@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from readout_sdk import agreement as A
+from readout_sdk.arguments import flag, positive_int
 from readout_sdk.batching import Prepared
 from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.words import span_chars
@@ -62,10 +63,9 @@ class ExtractiveQAFamily(Family):
                 align_to_words: bool | None = None) -> dict[str, Any]:
         if max_answer_length is None:
             max_answer_length = int(ctx.output.get("max_answer_length", MAX_ANSWER_LENGTH))
-        for name, value in (("top_k", top_k), ("max_answer_length", max_answer_length)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if align_to_words is None:
+        positive_int("top_k", top_k)
+        positive_int("max_answer_length", max_answer_length)
+        if flag("align_to_words", align_to_words) is None:
             align_to_words = bool(ctx.output.get("align_to_words", True))
         return {"top_k": top_k, "max_answer_length": max_answer_length, "align_to_words": bool(align_to_words)}
 

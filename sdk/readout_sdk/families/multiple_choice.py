@@ -6,7 +6,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from readout_sdk import agreement as A
-from readout_sdk.batching import Prepared, check_items
+from readout_sdk.arguments import items as check_items
+from readout_sdk.batching import Prepared
 from readout_sdk.decode import scores as S
 from readout_sdk.errors import InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec, check_pair, row_field

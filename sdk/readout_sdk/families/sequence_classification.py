@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from readout_sdk import agreement as A
+from readout_sdk.arguments import positive_int
 from readout_sdk.families.base import Context, Family, Head, TensorSpec, by_label
 from readout_sdk.results import Classification
 
@@ -62,9 +63,7 @@ class SequenceClassificationFamily(Family):
 
 def positive_top_k(top_k: Any) -> int:
     """classify()'s top_k, checked the same for every family that takes it."""
-    if not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-    return top_k
+    return positive_int("top_k", top_k)
 
 
 def abstains(ctx: Context, top_score: float) -> bool:

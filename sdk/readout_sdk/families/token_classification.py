@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from readout_sdk import agreement as A
+from readout_sdk.arguments import one_of
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.tagging import AGGREGATIONS, Piece, decode_entities, pieces
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
@@ -47,9 +48,7 @@ class TokenClassificationFamily(Family):
         return super().output_section(plan, dims) | {"tag_scheme": tag_scheme(plan.labels or [])}
 
     def options(self, ctx: Context, aggregation: str = "simple") -> dict[str, Any]:
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-        return {"aggregation": aggregation}
+        return {"aggregation": one_of("aggregation", aggregation, AGGREGATIONS)}
 
     def decide(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                aggregation: str = "simple") -> TaggedText:
