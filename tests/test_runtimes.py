@@ -22,6 +22,7 @@ from corpus import TEXTS
 from oracles import sentence_transformers_embeddings
 from readout_sdk.backend import machine_id
 from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.lifecycle import keep, refresh
 from readout_sdk.runners import cpu_has_bf16
 from readout_sdk.batching import Prepared, plan_batches
 
@@ -164,15 +165,14 @@ def test_default_load_is_declared_not_discovered(shared, tmp_path):
     files = {readout_sdk.artifact.target_name(t["format"], t["precision"], t["runtime"]): t["sha256"]
              for t in meta["targets"]}
     kept = {"machine": machine_id(), "release_id": release, "checks": checks, "target_files": files}
-    (art / "parity.json").write_text(json.dumps(kept))
-    (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
+    keep(art, "parity", kept)
+    keep(art, "bench", {"machine": machine_id(), "rows": rows})
     engine = readout_sdk.load(art)  # a kept bench alone never changes what runs
     assert engine.target.name == "onnx-fp32" and "no serving.min_parity floor" in engine.choice_reason
     for floor, expected in (({"min_cosine": 0.999}, ("onnx-int8", "onnxruntime")),  # fastest that meets it
                             ({"min_cosine": 0.9999}, ("onnx-fp32", "openvino")),     # int8 is below this floor
                             ({"min_cosine": 0.9999999}, ("onnx-fp32", "onnxruntime"))):  # no evidence meets it
-        meta["serving"] = {"min_parity": floor}
-        (art / "readout.json").write_text(json.dumps(meta))
+        refresh(art, {"serving": {"min_parity": floor}})
         engine = readout_sdk.load(art)
         assert (engine.target.name, engine.backend) == expected, (floor, engine.choice_reason)
         assert "min_cosine >= " in engine.choice_reason
@@ -180,17 +180,21 @@ def test_default_load_is_declared_not_discovered(shared, tmp_path):
     keys = {readout_sdk.load(art, target=t).cache_key("vectors") for t in ("onnx-fp32", "onnx-int8", "onnx-int8-openvino")}
     assert len(keys) == 3  # the target (precision and int8 recipe) is part of the vector key
     assert readout_sdk.load(art, precision="fp32").target.name == "onnx-fp32"  # explicit wins
-    meta["serving"] = {"min_parity": {"min_cosine": 0.999}}
-    (art / "readout.json").write_text(json.dumps(meta))
-    (art / "bench.json").write_text(json.dumps({"machine": "another CPU", "rows": rows}))
+    refresh(art, {"serving": {"min_parity": {"min_cosine": 0.999}}})
+    keep(art, "bench", {"machine": "another CPU", "rows": rows})
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # measured elsewhere: not trusted here
-    (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": rows}))
-    (art / "parity.json").write_text(json.dumps({**kept, "release_id": "0" * 64}))
+    keep(art, "bench", {"machine": machine_id(), "rows": rows})
+    keep(art, "parity", {**kept, "release_id": "0" * 64})
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # evidence of another release: not this one's
-    (art / "parity.json").write_text(json.dumps({**kept, "target_files": {**files, "onnx-int8": "1" * 64}}))
+    keep(art, "parity", {**kept, "target_files": {**files, "onnx-int8": "1" * 64}})
     assert readout_sdk.load(art).target.name == "onnx-fp32"  # evidence of another graph: not this one's
-    (art / "parity.json").write_text(json.dumps(kept))
+    (art / "parity.json").write_text(json.dumps(kept))  # the right evidence, but written in by hand
+    assert readout_sdk.load(art).target.name == "onnx-fp32"  # not the report readout.json lists: ignored
+    keep(art, "parity", kept)
     assert readout_sdk.load(art).target.name == "onnx-int8"
+    slow = [{**r, "items_per_s": 1.0} if r["target"] == "onnx-int8" else r for r in rows]
+    (art / "bench.json").write_text(json.dumps({"machine": machine_id(), "rows": slow}))  # edited after keeping
+    assert readout_sdk.load(art).target.name == "onnx-fp32"  # an unlisted bench is no evidence at all
 
 
 @pytest.mark.parametrize("target, path, words", [

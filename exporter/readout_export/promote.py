@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.artifact import Artifact, open_artifact, sha256_file
-from readout_sdk.atomic import write_atomic
 from readout_sdk.compat import diff
 from readout_sdk.identity import Identity, digest
-from readout_sdk.lifecycle import COMPATIBILITY_FILE, derive, refresh
+from readout_sdk.lifecycle import COMPATIBILITY_FILE, derive, keep
 
 from readout_export.errors import ReadoutExportError
 
@@ -67,8 +66,7 @@ def promote(path: str | Path, parent_path: str | Path) -> dict[str, Any]:
         "rollback": {"release_id": pid.release_id, "path": str(parent.path.resolve()),
                      "record_sha256": digest(parent.record), "files": _files(parent)},
     }
-    write_atomic(art.path / COMPATIBILITY_FILE, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
-    state = refresh(art.path)
+    state = keep(art.path, "compatibility", doc, {"parent": pid.release_id})
     if state.state != "CANDIDATE":  # cannot happen unless the evidence changed under us
         raise PromotionRefused(f"{art.path}: wrote {COMPATIBILITY_FILE} but the evidence supports {state.state}")
     return doc

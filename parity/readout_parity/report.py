@@ -8,8 +8,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
-from readout_sdk.atomic import write_atomic
-from readout_sdk.lifecycle import refresh
+from readout_sdk.lifecycle import keep
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -57,10 +56,6 @@ def junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    write_atomic(path, text.encode("utf-8"))
-
-
 def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
     """The artifact keeps its last report (parity.json) and a summary in readout.json (atomic writes).
     With ``only`` (a run limited to some targets, e.g. after `compile`), the kept report's checks of other
@@ -82,8 +77,7 @@ def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
             report.target_files = {**{c.target: files[c.target] for c in kept if c.target in files},
                                    **report.target_files}
     doc = to_json(report)
-    _write_atomic(root / "parity.json", json.dumps(doc, indent=2) + "\n")
     n = report.counts()
     summary = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
-                          f"(see parity.json)", **n, "file": "parity.json"}
-    refresh(root, {"parity": summary})  # with the lifecycle state this evidence supports: one write
+                          f"(see parity.json)", **n}
+    keep(root, "parity", doc, summary)  # listed with its sha256 and the state this evidence supports

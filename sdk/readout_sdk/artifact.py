@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import METADATA_KEY, AbiError, validate_record
+from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
@@ -125,53 +125,120 @@ def read_onnx_record(path: Path) -> dict[str, Any]:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    meta = session.get_modelmeta().custom_metadata_map
+    try:
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        meta = session.get_modelmeta().custom_metadata_map
+    except Exception as e:  # onnxruntime's InvalidProtobuf, Fail, ...: one artifact error naming the file
+        raise ArtifactError(f"{path.name}: not a readable ONNX graph ({first_line(e)})") from None
     if METADATA_KEY not in meta:
         raise ArtifactError(f"{path.name}: graph carries no {METADATA_KEY!r} record")
-    return json.loads(meta[METADATA_KEY])
+    try:
+        return json.loads(meta[METADATA_KEY])
+    except ValueError:
+        raise ArtifactError(f"{path.name}: the graph's {METADATA_KEY!r} record is not valid JSON") from None
+
+
+def first_line(e: BaseException) -> str:
+    """An exception's first line, bounded: what a one-line error quotes from a library."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:240]
+
+
+def member(root: Path, name: str) -> Path:
+    """The artifact file ``name`` names (a plain name, checked by the schema), refusing one that is missing,
+    not a regular file, or a link that leads outside the artifact."""
+    path = root / name
+    if not path.exists():
+        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but missing")
+    inside = root.resolve()
+    real = path.resolve()
+    if real.parent != inside and inside not in real.parents:
+        raise ArtifactError(f"{name}: a link to {real}, outside the artifact; an artifact is a closed set of files")
+    if not real.is_file():
+        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but not a regular file")
+    return path
 
 
 def _verify_hash(root: Path, name: str, expected: str) -> Path:
-    path = root / name
-    if not path.is_file():
-        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but missing")
-    actual = sha256_file(path)
+    path = member(root, name)
+    try:
+        actual = sha256_file(path)
+    except OSError as e:
+        raise ArtifactError(f"{name}: cannot be read ({e.strerror or e})") from None
     if actual != expected:
         raise ArtifactError(f"{name}: sha256 {actual} does not match {ARTIFACT_FILE} ({expected}); "
                             "the file was changed after the build")
     return path
 
 
-def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = True) -> Artifact:
-    """Open and verify an artifact directory.
-
-    Checks the ABI record (known major version, schema), every listed file's sha256, and, with
-    ``check_graphs``, that each ONNX graph's embedded record equals ``readout.json``'s. ``graphs=False``
-    opens the readout half alone (record + tokenizer), for a front end whose graph is served elsewhere
-    (the generated Triton Python model): graph files are then neither needed nor read.
-    """
-    root = Path(path)
+def read_meta(root: Path) -> dict[str, Any]:
+    """readout.json, parsed and checked against its schema (``readout-artifact-1.schema.json``): every
+    field is validated before anything reads it. Strict JSON: NaN and Infinity are refused."""
     meta_path = root / ARTIFACT_FILE
     if not meta_path.is_file():
         raise ArtifactError(f"{root}: not an artifact (no {ARTIFACT_FILE})")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except OSError as e:
+        raise ArtifactError(f"{meta_path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"{meta_path}: not UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise ArtifactError(f"{meta_path}: nested too deeply to be a readout.json") from None
+    except ValueError as e:
         raise ArtifactError(f"{meta_path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema("readout-artifact-1.schema.json"))
     try:
-        record = meta["abi"]
+        errors = sorted(validator.iter_errors(meta), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    except RecursionError:
+        raise ArtifactError(f"{meta_path}: nested too deeply to be a readout.json") from None
+    if errors:
+        err = errors[0]
+        raise ArtifactError(f"{meta_path} {json_path(err.absolute_path)}: {err.message[:300]}")
+    return meta
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = True) -> Artifact:
+    """Open and verify an artifact directory.
+
+    Checks readout.json against its schema, the ABI record (known major version, schema), every listed
+    file's sha256 (plain names inside the artifact, links out refused), and, with ``check_graphs``, that
+    each ONNX graph's embedded record equals ``readout.json``'s. ``graphs=False`` opens the readout half
+    alone (record + tokenizer), for a front end whose graph is served elsewhere (the generated Triton
+    Python model): graph files are then neither needed nor read. Anything wrong is an :class:`ArtifactError`.
+    """
+    root = Path(path)
+    try:
+        return _open(root, check_graphs, graphs)
+    except ArtifactError:
+        raise
+    except RecursionError:
+        raise ArtifactError(f"{root / ARTIFACT_FILE}: nested too deeply to be read") from None
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:  # a shape the checks missed
+        raise ArtifactError(f"{root / ARTIFACT_FILE}: unreadable record ({type(e).__name__}: {first_line(e)})") from None
+
+
+def _open(root: Path, check_graphs: bool, graphs: bool) -> Artifact:
+    meta = read_meta(root)
+    meta_path = root / ARTIFACT_FILE
+    record = meta["abi"]
+    try:
         validate_record(record)
-    except (KeyError, TypeError):
-        raise ArtifactError(f"{meta_path}: no 'abi' record") from None
     except AbiError as e:
         raise ArtifactError(f"{meta_path}: {e}") from None
-    try:
-        targets = tuple(Target(**t) for t in meta.get("targets", []))
-    except TypeError as e:
-        raise ArtifactError(f"{meta_path}: a target entry has unknown fields ({e})") from None
-    if not targets:
-        raise ArtifactError(f"{meta_path}: lists no targets")
+    targets = tuple(Target(**t) for t in meta["targets"])
+    for i, t in enumerate(targets):
+        ok = t.runtime == "tensorrt" if t.format == "tensorrt" else (t.precision, t.runtime) in RUNS_ON
+        if not ok:
+            raise ArtifactError(f"{meta_path} $.targets[{i}]: no {t.format} target is {t.precision} prepared for "
+                                f"{t.runtime}")
     try:
         check_calibration(record)
     except CalibrationError as e:
@@ -183,8 +250,8 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         except IdentityError as e:
             raise ArtifactError(f"{meta_path}: {e}") from None
     tok = meta["tokenizer"]
-    if tok.get("file") != record["input"]["tokenizer_file"] or tok.get("sha256") != record["provenance"]["tokenizer_sha256"]:
-        raise ArtifactError(f"{meta_path}: tokenizer {tok.get('file')!r} ({tok.get('sha256')}) is not the one the ABI "
+    if tok["file"] != record["input"]["tokenizer_file"] or tok["sha256"] != record["provenance"]["tokenizer_sha256"]:
+        raise ArtifactError(f"{meta_path}: tokenizer {tok['file']!r} ({tok['sha256']}) is not the one the ABI "
                             f"record names ({record['input']['tokenizer_file']!r}, "
                             f"{record['provenance']['tokenizer_sha256']})")
     _verify_hash(root, tok["file"], tok["sha256"])

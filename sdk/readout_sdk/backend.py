@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from readout_sdk.errors import DeviceUnavailable
 
@@ -207,23 +207,23 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
 
 
-def kept_evidence(root: Path, release_id: str | None, files: dict[str, str]) -> Evidence:
+def kept_evidence(root: Path, release_id: str | None, files: dict[str, str], listing: Mapping[str, Any]) -> Evidence:
     """The artifact's kept parity and bench reports as :class:`Evidence`: this release's parity
     (`readout_sdk.evidence.kept_parity`) measured on this kind of machine, per (target, backend) whose every
     check passed, with bench speeds from this kind of machine; empty when there are none."""
-    from readout_sdk.evidence import kept_parity, read_json
+    from readout_sdk.evidence import kept_parity, read_kept
 
     here = machine_id()
-    kept, _ = kept_parity(root, release_id, files)
+    kept, _ = kept_parity(root, release_id, files, listing)
     if kept is None or kept.machine != here:
         return Evidence({}, {})
     passed = {(target, PROVIDER_BACKEND[provider]): cell.measured for (target, provider), cell in kept.cells.items()
               if provider in PROVIDER_BACKEND and cell.decisions == {"PASS"}}
     speed: dict[tuple[str, str], float] = {}
-    bench = read_json(root / "bench.json") or {}
-    if bench.get("machine") == here:
-        for row in bench.get("rows", []):
-            key = (row.get("target"), row.get("backend"))
-            if key in passed and row.get("items_per_s"):
+    bench = read_kept(root, "bench", listing) or {}
+    if bench.get("machine") == here and isinstance(bench.get("rows"), list):
+        for row in bench["rows"]:
+            key = (row.get("target"), row.get("backend")) if isinstance(row, dict) else None
+            if key in passed and isinstance(row.get("items_per_s"), (int, float)) and row["items_per_s"] > 0:
                 speed[key] = max(speed.get(key, 0.0), float(row["items_per_s"]))
     return Evidence(passed, speed)

@@ -89,7 +89,7 @@ def _targets(a: Artifact, ia: Identity, b: Artifact, ib: Identity) -> list[dict[
 
 
 def _verdicts(art: Artifact, ident: Identity) -> dict[str, str]:
-    kept, _ = kept_parity(art.path, ident.release_id, art.target_files)
+    kept, _ = kept_parity(art.path, ident.release_id, art.target_files, art.extra)
     return kept.verdicts() if kept is not None else {}
 
 

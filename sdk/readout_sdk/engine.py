@@ -71,7 +71,7 @@ def select(art: Artifact, device: str = "auto", precision: str | None = None, ba
     artifact's declared serving floor and, on the CPU, its kept parity and bench evidence for this release."""
     on_cpu = device == "cpu" or (device == "auto" and not gpu_available())
     release = art.identity.release_id if art.identity else None
-    evidence = kept_evidence(art.path, release, art.target_files) if on_cpu else None  # kept reports: CPU runs
+    evidence = kept_evidence(art.path, release, art.target_files, art.extra) if on_cpu else None  # kept reports: CPU runs
     return choose(art.targets, precision, device, backend, art.min_parity, evidence, target)
 
 

@@ -3,10 +3,13 @@ the lifecycle (per target), the default load (per target x backend, with the wor
 metric), and `diff` (per target, on each side).
 
 Only evidence for *this* release counts, and only for a target whose graph is still the one parity
-evaluated (``target_files``): a rebuilt release or a replaced engine is not proven by old checks.
+evaluated (``target_files``): a rebuilt release or a replaced engine is not proven by old checks. A kept
+report counts only while readout.json lists it with its sha256 (:func:`read_kept`): a report edited,
+replaced or dropped in afterwards is ignored (and `inspect` says so), never trusted.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,15 +17,54 @@ from typing import Any, Mapping
 
 PARITY_FILE = "parity.json"
 RECONCILIATION = "reconciliation"  # the parity checks' target name for reconciliation
+# readout.json key -> the kept report it lists (with the report's sha256)
+KEPT_FILES = {"parity": PARITY_FILE, "evaluation": "evaluation.json", "bench": "bench.json",
+              "compatibility": "compatibility.json"}
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None when it is missing, unreadable or not an object."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return _object(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _object(data: bytes) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def kept_status(root: Path, key: str, listing: Mapping[str, Any]) -> str:
+    """Whether the kept report ``key`` is the one readout.json (``listing``) lists: "listed", "absent",
+    "not listed" (a file readout.json does not name) or "changed" (its sha256 differs)."""
+    path = root / KEPT_FILES[key]
+    entry = listing.get(key)
+    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "absent"
+    if sha is None:
+        return "not listed"
+    return "listed" if hashlib.sha256(data).hexdigest() == sha else "changed"
+
+
+def read_kept(root: Path, key: str, listing: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The kept report ``key`` (parity, evaluation, bench, compatibility) as a JSON object, only when
+    readout.json (``listing``: its parsed content) lists it with this file's sha256; else None."""
+    entry = listing.get(key)
+    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
+    if sha is None:
+        return None
+    try:
+        data = (root / KEPT_FILES[key]).read_bytes()
+    except OSError:
+        return None
+    return _object(data) if hashlib.sha256(data).hexdigest() == sha else None
 
 
 @dataclass
@@ -54,12 +96,18 @@ class KeptParity:
         return out
 
 
-def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str]) -> tuple[KeptParity | None, str]:
+def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
+                listing: Mapping[str, Any]) -> tuple[KeptParity | None, str]:
     """The artifact's kept parity report for ``release_id``, counting only targets whose graph sha256 in
-    ``files`` (target -> sha256 now) is the one evaluated; or None and why there is none."""
-    doc = read_json(root / PARITY_FILE)
+    ``files`` (target -> sha256 now) is the one evaluated; or None and why there is none. ``listing``:
+    readout.json's content, which must list the report (:func:`read_kept`)."""
+    doc = read_kept(root, "parity", listing)
     if doc is None:
-        return None, f"no {PARITY_FILE}: run `readout-export parity {root}`"
+        status = kept_status(root, "parity", listing)
+        if status == "absent":
+            return None, f"no {PARITY_FILE}: run `readout-export parity ARTIFACT`"
+        return None, (f"{PARITY_FILE} is {status} in readout.json, so it is not evidence: run "
+                      "`readout-export parity ARTIFACT` again")
     if release_id is None or doc.get("release_id") != release_id:
         return None, (f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one "
                       f"({str(release_id)[:12]})")
@@ -75,6 +123,6 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str]) ->
         cell = cells.setdefault((target, str(item.get("provider"))), Cell())
         if is_check:
             cell.decisions.add(str(item.get("decision")))
-        if item.get("measured") is not None:
+        if isinstance(item.get("measured"), (int, float)):
             cell.measured[str(item.get("metric"))] = float(item["measured"])
     return KeptParity(str(doc.get("machine", "")), cells), ""

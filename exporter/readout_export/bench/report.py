@@ -99,7 +99,6 @@ def plot(report: BenchReport, path: Path) -> None:
 def keep_in_artifact(report: BenchReport) -> None:
     """The artifact keeps bench.json (with the machine it was measured on); a default load() uses its speeds
     only where the manifest declared serving.min_parity (`readout_sdk.backend.choose`)."""
-    from readout_sdk.atomic import write_atomic
+    from readout_sdk.lifecycle import keep
 
-    write_atomic(Path(report.artifact) / "bench.json", json.dumps(
-        {"machine": report.machine["id"], "rows": report.rows, "goals": report.goals}, indent=2, default=str).encode("utf-8") + b"\n")
+    keep(Path(report.artifact), "bench", {"machine": report.machine["id"], "rows": report.rows, "goals": report.goals})

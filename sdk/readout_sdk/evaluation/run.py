@@ -179,22 +179,18 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
 
 def keep_in_artifact(root: Path, doc: dict[str, Any], lineage: dict[str, Any]) -> None:
     """evaluation.json keeps every run of this release (atomic); readout.json its lineage and state."""
-    from readout_sdk.atomic import write_atomic
-    from readout_sdk.lifecycle import refresh
+    from readout_sdk.artifact import ARTIFACT_FILE, ArtifactError, read_meta
+    from readout_sdk.evidence import kept_status, read_kept
+    from readout_sdk.lifecycle import keep
 
-    from readout_sdk.artifact import ArtifactError
-
-    path = root / EVALUATION_FILE
-    kept = None
-    if path.is_file():
-        try:
-            kept = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # never silently drop earlier runs
-            raise ArtifactError(f"{path}: not valid JSON ({e}); move it aside to start a new one") from None
-    if not kept or kept.get("release_id") != doc["release_id"]:
+    listing = read_meta(root)
+    status = kept_status(root, "evaluation", listing)
+    if status in ("changed", "not listed"):  # never append to (and so vouch for) runs readout.json does not list
+        raise ArtifactError(f"{root / EVALUATION_FILE}: {status} in {ARTIFACT_FILE}, so its runs are not this "
+                            "artifact's record; move it aside to start a new one")
+    kept = read_kept(root, "evaluation", listing) if status == "listed" else None
+    if not kept or kept.get("release_id") != doc["release_id"] or not isinstance(kept.get("runs"), list):
         kept = {"schema": SCHEMA, "release_id": doc["release_id"], "runs": []}
     kept["runs"].append(public(doc))
-    write_atomic(path, (json.dumps(kept, indent=2, allow_nan=False) + "\n").encode("utf-8"))
-    summary = {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"], "file": EVALUATION_FILE,
-               "gates": len(doc["gates"])}
-    refresh(root, {"lineage": lineage, "evaluation": summary})
+    summary = {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"], "gates": len(doc["gates"])}
+    keep(root, "evaluation", kept, summary, {"lineage": lineage})
