@@ -7,9 +7,6 @@ A failed or interrupted build leaves no directory that looks like an artifact.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +15,9 @@ from typing import Any, Callable
 from readout_sdk.abi import family_spec, validate_record
 from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
 from readout_sdk.lifecycle import derive_from
+from readout_sdk.staging import place, staged
 
+from readout_export.destination import check_destination
 from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
 from readout_export.plan import Plan
@@ -39,73 +38,53 @@ class BuildResult:
     notes: list[str] = field(default_factory=list)
 
 
-def validate(manifest_path: str | Path) -> Plan:
-    """Check a manifest against its model directory without building (no weights are loaded)."""
-    return resolve(load_manifest(manifest_path))
+def validate(manifest_path: str | Path, force: bool | None = None) -> Plan:
+    """Check a manifest against its model directory and its destination without building (no weights
+    are loaded): every check `build` makes before it loads weights. ``force``: as build's; None (the
+    `validate` command) notes an existing artifact instead of refusing it."""
+    manifest = load_manifest(manifest_path)
+    plan = guarded(lambda: resolve(manifest))
+    plan.notes += check_destination(plan.output_dir, force, {"manifest": manifest.path,
+                                                             "model directory": plan.source.root})
+    return plan
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """Run a resolution step; a model directory whose files hold what no check anticipated is still bad
+    input (exit 2, naming $.model), never a traceback."""
+    try:
+        return fn()
+    except ManifestError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError, RuntimeError, RecursionError) as e:
+        from readout_sdk.artifact import first_line
+
+        raise ManifestError("$.model", f"the model directory cannot be read as declared "
+                                       f"({type(e).__name__}: {first_line(e)})") from None
 
 
 def build(manifest_path: str | Path, force: bool = False, progress: Progress | None = None) -> BuildResult:
     """Build the artifact a manifest describes; see the module docstring for the atomicity rules."""
     say = progress or (lambda _msg: None)
     start = time.monotonic()
-    plan = validate(manifest_path)
+    plan = validate(manifest_path, force)
     out = plan.output_dir
-    _check_destination(out, force)
-    created = [p for p in reversed(out.parents) if not p.exists()]  # removed again if the build fails
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700; an artifact is read by other accounts too
     log: list[str] = []
 
     def step(msg: str) -> None:
         log.append(f"[{time.monotonic() - start:7.2f}s] {msg}")
         say(msg)
 
-    try:
+    with staged(out, "built") as staging:  # one build per output; what killed builds left is swept
+        # again under the lock: a build that held it may have placed this output meanwhile
+        check_destination(out, force, {"manifest": plan.manifest.path, "model directory": plan.source.root})
         result = _build_into(plan, staging, step)
         result.seconds = time.monotonic() - start
         step(f"done in {result.seconds:.1f}s")
         (staging / "build.log").write_text("\n".join(log) + "\n", encoding="utf-8")
-        _move_into_place(staging, out)
-        result.output_dir = out
-        return result
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-        if not out.exists():
-            for p in reversed(created):
-                if p.is_dir() and not any(p.iterdir()):
-                    p.rmdir()
-
-
-def _check_destination(out: Path, force: bool) -> None:
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ManifestError("$.output_dir", f"{out} exists and is not a directory")
-    if not force:
-        raise ManifestError("$.output_dir", f"{out} already exists; pass --force to replace it")
-    if any(out.iterdir()) and not (out / ARTIFACT_FILE).is_file():
-        raise ManifestError("$.output_dir", f"{out} holds files but is not an artifact; refusing to replace it "
-                                            "even with --force")
-
-
-def _move_into_place(staging: Path, out: Path) -> None:
-    """Swap the finished staging directory in; an old artifact is removed only after the swap."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    try:
-        os.replace(staging, out)
-    except OSError:
-        if old is not None:
-            os.replace(old, out)  # put the previous artifact back
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        place(staging, out)
+    result.output_dir = out
+    return result
 
 
 def _quiet_libraries() -> None:

@@ -82,7 +82,7 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
 def inspect(artifact: str, as_json: bool, debug: bool) -> None:
     """Verify ARTIFACT (hashes, embedded records) and summarize what its outputs mean."""
     from readout_export.summary import summarize
-    from readout_sdk.artifact import open_artifact
+    from readout_sdk.artifact import open_artifact, unlisted
 
     art = run_command(debug, as_json, lambda: open_artifact(artifact))
     if as_json:
@@ -92,7 +92,7 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
                                "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
                                "source": art.source, "lifecycle": derive(art).to_json(),
                                "lifecycle_kept": (art.extra.get("lifecycle") or {}).get("state"),
-                               "serving": art.extra.get("serving")}, indent=2))
+                               "serving": art.extra.get("serving"), "ignored": unlisted(art)}, indent=2))
     else:
         click.echo(summarize(art))
 

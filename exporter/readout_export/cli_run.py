@@ -13,17 +13,25 @@ from readout_export.errors import ReadoutExportError
 
 
 def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
-    """Call ``fn``; turn known errors into one line and the right exit code."""
+    """Call ``fn``; turn every failure into one line and its exit code: 2 for bad input (a manifest, an
+    artifact, data or usage: the SDK's refusals and a busy output included), 1 for a failure of the work
+    itself, 130 for an interrupt. A native panic (a BaseException) is a failure like any other."""
     try:
         return fn()
     except ReadoutExportError as e:
         fail(e.exit_code, str(e), as_json, debug)
-    except Exception as e:  # the artifact SDK's own errors and anything unexpected
+    except KeyboardInterrupt:
+        fail(130, "interrupted; nothing was left that looks finished", as_json, debug)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as e:  # the SDK's own errors, and anything unexpected
         from readout_sdk.artifact import ArtifactError
-        from readout_sdk.errors import InputRefused
+        from readout_sdk.errors import Busy, InputRefused
 
-        code = 2 if isinstance(e, (ArtifactError, FileNotFoundError, InputRefused)) else 1
-        fail(code, f"{type(e).__name__}: {e}" if code == 1 else str(e), as_json, debug)
+        if isinstance(e, (ArtifactError, FileNotFoundError, InputRefused, Busy)):
+            fail(2, str(e), as_json, debug)
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        fail(1, f"unexpected failure ({type(e).__name__}{': ' + first if first else ''})", as_json, debug)
 
 
 def require_export_extra() -> None:
@@ -39,6 +47,8 @@ def require_export_extra() -> None:
 
 
 def fail(code: int, message: str, as_json: bool, debug: bool) -> None:
+    """Print ``message`` as one line (``error: ...``, or a JSON object) and exit with ``code``."""
+    message = " ".join(message.split()) or "failed"
     if debug:
         traceback.print_exc()
     if as_json:

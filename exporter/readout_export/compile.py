@@ -120,9 +120,17 @@ def build_plan(onnx_path: Path, precision: str, profile: Profile, input_names: l
 
 
 def compile_engine(artifact: str | Path, target: str, say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Compile ``target`` into the artifact; return its new readout.json target entry."""
-    precision = parse_target(target)
+    """Compile ``target`` into the artifact; return its new readout.json target entry. The artifact is
+    locked meanwhile (`readout_sdk.staging`): a second compile or a kept-report update waits or is refused."""
+    from readout_sdk.staging import exclusive
+
     root = Path(artifact)
+    with exclusive(root / ARTIFACT_FILE, what="compiled into"):
+        return _compile(root, target, say)
+
+
+def _compile(root: Path, target: str, say: Callable[[str], None]) -> dict[str, Any]:
+    precision = parse_target(target)
     source = source_graph(root, precision)
     trt = _require_tensorrt()
     capability, gpu = local_gpu()

@@ -6,6 +6,8 @@ fields apply to which family is checked here, so each error names its JSON path.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,11 @@ class Manifest:
 
     @property
     def model_dir(self) -> Path:
-        return (self.base / self.data["model"]).resolve()
+        return resolved_path(self.base, self.data["model"], "$.model")
 
     @property
     def output_dir(self) -> Path:
-        return (self.base / self.data["output_dir"]).resolve()
+        return resolved_path(self.base, self.data["output_dir"], "$.output_dir")
 
     def readout(self, key: str, default: Any = None) -> Any:
         return self.data.get("readout", {}).get(key, default)
@@ -60,12 +62,21 @@ def load_manifest(path: str | Path) -> Manifest:
     import jsonschema
 
     p = Path(path)
-    if not p.is_file():
-        raise ManifestError(str(p), "manifest file not found")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+        raw = p.read_bytes()
+    except (OSError, ValueError) as e:  # missing, a directory, a loop, a name too long, a NUL
+        why = "manifest file not found" if isinstance(e, FileNotFoundError) else \
+            f"cannot read the manifest ({getattr(e, 'strerror', None) or e})"
+        raise ManifestError(_shown(p), why) from None
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise ManifestError("$", f"not UTF-8 text (invalid byte at offset {e.start})") from None
+    except RecursionError:
+        raise ManifestError("$", f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:
         raise ManifestError("$", f"not valid JSON: {e}") from None
+    _check_values(data, "$", 0)
     if not isinstance(data, dict):
         raise ManifestError("$", f"expected a JSON object, got {type(data).__name__}")
     if data.get("schema") != MANIFEST_SCHEMA:
@@ -83,6 +94,60 @@ def load_manifest(path: str | Path) -> Manifest:
         if key not in spec.readout_fields:
             raise ManifestError(f"$.readout.{key}", f"does not apply to family {family}")
     return Manifest(data, p.resolve())
+
+
+MAX_DEPTH = 32  # a manifest is a few levels deep; deeper is a mistake (and would exhaust the recursion limit)
+PATH_MAX = 4096
+NAME_MAX = 255
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; use a finite number")
+
+
+def _check_values(value: Any, path: str, depth: int) -> None:
+    """Strings are text a path or a tokenizer can carry (no NUL, no lone surrogate); numbers are finite
+    (1e999 parses as infinity); nesting is bounded. Checked before the schema, which would recurse."""
+    if depth > MAX_DEPTH:
+        raise ManifestError(path, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_values(k, f"{path} (a key)", depth + 1)
+            _check_values(v, f"{path}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_values(v, f"{path}[{i}]", depth + 1)
+    elif isinstance(value, str):
+        if "\x00" in value:
+            raise ManifestError(path, "holds a NUL character")
+        bad = _SURROGATE.search(value)
+        if bad:
+            raise ManifestError(path, f"holds a lone surrogate ({bad.group()!r}), which is not valid Unicode")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ManifestError(path, f"expected a finite number, got {value}")
+
+
+def _shown(p: Path) -> str:
+    text = str(p)
+    return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
+
+
+def resolved_path(base: Path, value: str, where: str) -> Path:
+    """``value`` (relative to the manifest's directory) as an absolute path, refusing one no file system
+    can hold (a name over 255 bytes, a path over 4096) or a symlink loop, at JSON path ``where``."""
+    if len(value.encode("utf-8")) > PATH_MAX:
+        raise ManifestError(where, f"a path of {len(value)} characters; the limit is {PATH_MAX} bytes")
+    for part in Path(value).parts:
+        if len(part.encode("utf-8")) > NAME_MAX:
+            raise ManifestError(where, f"a name of {len(part.encode('utf-8'))} bytes ({part[:24]}…); "
+                                       f"file names hold at most {NAME_MAX}")
+    try:
+        path = (base / value).resolve()
+        path.exists()  # raises on a loop or a name the OS refuses
+    except (OSError, RuntimeError) as e:  # Python raises RuntimeError for a symlink loop
+        raise ManifestError(where, f"{_shown(base / value)} cannot be resolved ({getattr(e, 'strerror', None) or e})") from None
+    return path
 
 
 def _describe(err: Any) -> tuple[str, str]:

@@ -6,7 +6,6 @@ every file that makes it up, so a rollback restores the whole known-good tuple, 
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any

@@ -19,7 +19,7 @@ from readout_export.errors import ManifestError
 from readout_export.family_hooks import readout_hook
 from readout_export.manifest import Manifest
 from readout_export.plan import Plan, agree as _agree
-from readout_export.source import ModelSource, read_source
+from readout_export.source import ModelSource, config_int, read_source
 
 # Models whose position table is offset by padding_idx + 1 (positions start after the pad id).
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
@@ -34,12 +34,12 @@ GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 def position_limit(source: ModelSource) -> int | None:
     """Longest sequence the model's position table admits (None: the config states no table)."""
-    table = source.config.get("max_position_embeddings")
+    table = config_int(source, "max_position_embeddings")
     if table is None:
         return None
     if source.model_type in OFFSET_POSITIONS:
-        return int(table) - int(source.config.get("pad_token_id") or 1) - 1
-    return int(table)
+        return table - (config_int(source, "pad_token_id") or 1) - 1
+    return table
 
 
 def resolve(manifest: Manifest) -> Plan:
@@ -235,7 +235,7 @@ def target_name(t: dict[str, str]) -> str:
 def _resolve_labels(plan: Plan, data: dict[str, Any]) -> None:
     config = plan.source.config
     declared = plan.source.labels()
-    width = len(declared) if declared else int(config.get("num_labels", 2))
+    width = len(declared) if declared else config_int(plan.source, "num_labels", 2)
     generic = declared is None or all(GENERIC_LABEL.match(x) for x in declared)
     stated = data.get("labels")
     if stated is not None:

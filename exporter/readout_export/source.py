@@ -71,14 +71,41 @@ class ModelSource:
         id2label = self.config.get("id2label")
         if not id2label:
             return None
-        return [id2label[k] for k in sorted(id2label, key=lambda k: int(k))]
+        if not isinstance(id2label, dict) or not all(str(k).isdigit() for k in id2label) or \
+                sorted(int(k) for k in id2label) != list(range(len(id2label))):
+            raise ManifestError("$.model", f"config.json id2label must map 0..n-1 to names, got {str(id2label)[:80]}")
+        return [str(id2label[k]) for k in sorted(id2label, key=lambda k: int(k))]
 
 
-def _read_json(path: Path, jpath: str) -> dict[str, Any]:
+def _read_json(path: Path, jpath: str, kind: type = dict) -> Any:
+    """A JSON file of the model directory, which must hold a ``kind`` (an object, or a list)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ManifestError(jpath, f"cannot read {path}: {e}") from None
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ManifestError(jpath, f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ManifestError(jpath, f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
+    except RecursionError:
+        raise ManifestError(jpath, f"{path} is nested too deeply") from None
+    except ValueError as e:
+        raise ManifestError(jpath, f"{path} is not valid JSON: {e}") from None
+    if not isinstance(doc, kind):
+        want = "a JSON object" if kind is dict else "a JSON list"
+        raise ManifestError(jpath, f"{path} holds {type(doc).__name__}, expected {want}")
+    if kind is list and not all(isinstance(m, dict) for m in doc):
+        raise ManifestError(jpath, f"{path}: every entry must be a JSON object")
+    return doc
+
+
+def config_int(source: "ModelSource", key: str, default: Any = None) -> int | None:
+    """An integer config.json declares (``default`` when absent), or a refusal naming the key."""
+    value = source.config.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ManifestError("$.model", f"{source.transformer_dir / 'config.json'}: {key} is {value!r}, "
+                                       "expected an integer")
+    return value
 
 
 def read_source(root: Path) -> ModelSource:
@@ -87,11 +114,11 @@ def read_source(root: Path) -> ModelSource:
         raise ManifestError("$.model", f"model directory not found: {root}")
     modules: list[dict[str, Any]] = []
     if (root / "modules.json").is_file():
-        modules = _read_json(root / "modules.json", "$.model")
+        modules = _read_json(root / "modules.json", "$.model", list)
     transformer_dir = root
     for m in modules:
-        if m.get("type", "").endswith(".Transformer"):
-            transformer_dir = root / m.get("path", "")
+        if str(m.get("type", "")).endswith(".Transformer"):
+            transformer_dir = root / str(m.get("path", ""))
     if not (transformer_dir / "config.json").is_file():
         raise ManifestError("$.model", f"no config.json in {transformer_dir} (expected a save_pretrained directory)")
     config = _read_json(transformer_dir / "config.json", "$.model")
@@ -141,8 +168,8 @@ def read_source(root: Path) -> ModelSource:
 
 
 def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> None:
-    kind = module.get("type", "").rsplit(".", 1)[-1]
-    path = src.root / module.get("path", "")
+    kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+    path = src.root / str(module.get("path", ""))
     src.st_modules.append(kind)
     if kind == "Transformer":
         return
@@ -161,8 +188,11 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
         if act not in ACTIVATIONS:
             raise ManifestError("$.model", f"modules.json module {index} (Dense) uses activation {act}; "
                                            f"supported: {sorted(ACTIVATIONS)}")
-        src.dense.append(DenseSpec(path, int(cfg["in_features"]), int(cfg["out_features"]),
-                                   bool(cfg.get("bias", True)), ACTIVATIONS[act]))
+        sizes = [cfg.get("in_features"), cfg.get("out_features")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+            raise ManifestError("$.model", f"modules.json module {index} (Dense): config.json in_features and "
+                                           f"out_features must be positive integers, got {sizes}")
+        src.dense.append(DenseSpec(path, sizes[0], sizes[1], bool(cfg.get("bias", True)), ACTIVATIONS[act]))
     else:
         raise ManifestError("$.model", f"modules.json module {index} has type {module.get('type')}, which "
                                        "readout-export cannot place in a graph (supported: Transformer, Pooling, "

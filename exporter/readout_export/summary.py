@@ -1,7 +1,7 @@
 """Human summary of a verified artifact (for `readout-export inspect`)."""
 from __future__ import annotations
 
-from readout_sdk.artifact import Artifact
+from readout_sdk.artifact import Artifact, unlisted
 
 
 def _shape(t: dict) -> str:
@@ -67,6 +67,8 @@ def summarize(art: Artifact) -> str:
     parity = art.extra.get("parity")
     lines.append(f"  parity     {parity['summary'] if parity else 'NOT_EVALUATED (run readout-export parity)'}")
     lines += _identity_lines(art)
+    for name, why in unlisted(art).items():
+        lines.append(f"  ignored    {name}: {why}")
     return "\n".join(lines)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from readout_sdk.artifact import ARTIFACT_FILE, Artifact, Target, open_artifact
 from readout_sdk.atomic import write_atomic
 from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
+from readout_sdk.staging import staged
 from readout_sdk.families import get
 from readout_sdk.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
                                       README_DIR, RELEASE_PARAMETER, TARGET_PARAMETER, abi_sha256, model_name,
@@ -150,11 +150,9 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
     if max_batch < 1 or (profile and max_batch > profile.batch[2]):
         raise TritonRepoError(f"--max-batch-size {max_batch} must be at least 1"
                               + (f" and within the engine's profile ({profile.describe()})" if profile else ""))
-    root = Path(repo)
-    root.mkdir(parents=True, exist_ok=True)
-    for model in (name, graph):
-        if (root / model).exists() and not force:
-            raise TritonRepoError(f"{root / model} exists; pass --force to replace it")
+    root = Path(repo).absolute()
+    if root.exists() and not root.is_dir():
+        raise TritonRepoError(f"{root} exists and is not a directory")
 
     def graph_files(version: Path) -> None:
         if picked.format == "tensorrt":  # Triton takes the raw plan; the header's sha256 is checked on read
@@ -169,14 +167,15 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
         for f in (ARTIFACT_FILE, art.tokenizer_file):
             shutil.copyfile(art.path / f, readout / f)
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.staging-", dir=root.parent))
-    try:
+    root.mkdir(parents=True, exist_ok=True)
+    with staged(root, "written") as staging:  # one writer per repository; what killed runs left is swept
+        for model in (name, graph):
+            if (root / model).exists() and not force:
+                raise TritonRepoError(f"{root / model} exists; pass --force to replace it")
         _assemble(staging / graph, graph_config(art, picked, graph, max_batch), graph_files, text_format)
         _assemble(staging / name, text_config(art, picked, name, graph, DEFAULT_MAX_BATCH, max_batch), text_files,
                   text_format)
         _swap_in(staging, root, (graph, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return TritonRepo(root, name, graph, "tensorrt_plan" if picked.format == "tensorrt" else "onnxruntime_onnx",
                       picked.name, max_batch)
 

@@ -267,3 +267,35 @@ def _open(root: Path, check_graphs: bool, graphs: bool) -> Artifact:
                 raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
     extra = {k: v for k, v in meta.items() if k not in ("abi", "targets", "tokenizer", "source")}
     return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra, identity)
+
+
+# files the exporter writes for people beside the listed ones; nothing reads them
+COMPANIONS = ("build.log",)
+
+
+def unlisted(art: Artifact) -> dict[str, str]:
+    """Files in the artifact directory that readout.json does not list, and kept reports it lists with
+    another sha256 (file -> why): nothing reads them, `inspect` reports them."""
+    from readout_sdk.evidence import KEPT_FILES, kept_status
+
+    known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
+    for t in art.targets:
+        known.add(t.file)
+        if t.format == "tensorrt":  # the raw plan `compile` writes beside its engine
+            known.add(str(Path(t.file).with_suffix(".plan")))
+    out: dict[str, str] = {}
+    for key, name in KEPT_FILES.items():
+        status = kept_status(art.path, key, art.extra)
+        if status == "listed":
+            known.add(name)
+        elif status != "absent":
+            known.add(name)
+            out[name] = f"{status} in {ARTIFACT_FILE}: ignored, not evidence"
+    try:
+        names = sorted(p.name for p in art.path.iterdir())
+    except OSError:
+        return out
+    for name in names:
+        if name not in known:
+            out[name] = f"not listed in {ARTIFACT_FILE}: ignored"
+    return out

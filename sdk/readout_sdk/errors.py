@@ -20,3 +20,7 @@ class DeviceUnavailable(SdkError, RuntimeError):
 
 class AbiError(ValueError):
     """A record or version that this SDK cannot accept."""
+
+
+class Busy(SdkError, RuntimeError):
+    """Another run holds the output this run would write (see `readout_sdk.staging`)."""

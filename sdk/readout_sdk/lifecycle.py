@@ -105,10 +105,20 @@ def passed_test_evaluation(root: Path, release_id: str, listing: Mapping[str, An
 def refresh(root: str | Path, updates: Mapping[str, Any] | None = None) -> Lifecycle:
     """Apply ``updates`` to readout.json, derive the state its evidence supports and keep it there, in one
     atomic write; returns the state."""
+    from readout_sdk.staging import exclusive
+
+    root = Path(root)
+    with exclusive(root / "readout.json", wait=UPDATE_WAIT, what="updated"):
+        return _refresh(root, updates)
+
+
+UPDATE_WAIT = 120.0  # seconds a kept-report update waits for another one on the same artifact
+
+
+def _refresh(root: Path, updates: Mapping[str, Any] | None) -> Lifecycle:
     from readout_sdk.artifact import Target
     from readout_sdk.atomic import write_atomic
 
-    root = Path(root)
     meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
     meta.update(updates or {})
     files = {t.name: t.sha256 for t in (Target(**t) for t in meta.get("targets", []))}
@@ -127,13 +137,15 @@ def keep(root: str | Path, key: str, doc: Mapping[str, Any], summary: Mapping[st
     import hashlib
 
     from readout_sdk.atomic import write_atomic
+    from readout_sdk.staging import exclusive
 
     root = Path(root)
     name = KEPT_FILES[key]
     data = (json.dumps(_strict(doc), indent=2, allow_nan=False, default=str) + "\n").encode("utf-8")
-    write_atomic(root / name, data)
     entry = {**(summary or {}), "file": name, "sha256": hashlib.sha256(data).hexdigest()}
-    return refresh(root, {**(updates or {}), key: entry})
+    with exclusive(root / "readout.json", wait=UPDATE_WAIT, what="updated"):  # the report and its listing together
+        write_atomic(root / name, data)
+        return _refresh(root, {**(updates or {}), key: entry})
 
 
 def _strict(value: Any) -> Any:

@@ -11,8 +11,6 @@ Needs the ``ray`` extra: ``pip install 'readout-export[ray]'``.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any, Mapping
 
 from readout_sdk.errors import InputRefused
 from readout_sdk.families import get
+from readout_sdk.staging import place, staged
 from readout_sdk.stored import identity_metadata
 from readout_sdk.records import plain, predict_records
 
@@ -223,46 +222,44 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
                   {key: prefix + key for key in get(family).record_keys})
     expected = count_rows(src)
     artifact = str(Path(artifact).resolve())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR")
-    try:
-        ray.data.DataContext.get_current().raise_original_map_exception = True  # the SDK's refusal, not a wrapper
-        t0 = time.perf_counter()
-        # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
-        if src.suffix == ".parquet":
-            ds = ray.data.read_parquet(str(src), num_cpus=0)
-        else:
-            ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(keys))
-            names = ds.schema().names  # explicitly typed columns come first: restore the file's order
-            order = [n for n in keys if n in names] + [n for n in names if n not in keys]
-            if order != names:
-                ds = ds.select_columns(order)
-        ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
-                            compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
-                            fn_constructor_args=(artifact,),
-                            fn_constructor_kwargs={"columns": columns, "prefix": prefix,
-                                                   "batch_size": model_batch_size, **load_options})
-        try:
-            ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})
-        except InputRefused as e:  # the actor's refusal (raise_original_map_exception), minus Ray's retry advice
-            raise InputRefused(str(e.args[0] if e.args else e).split("\nFailed to apply UDF")[0]) from None
-        seconds = time.perf_counter() - t0
-        files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
-        written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
-        _check_stamped(staging, stamped)
-        if written != expected:
-            raise RuntimeError(f"{written} rows written for {expected} input rows" + (
-                "; with --address, --output must be storage every node writes to" if address and not files else ""))
-        if out.exists():
-            out.rmdir()
-        staging.rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with staged(out, "encoded") as staging:  # one run per output; what killed runs left is swept
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise InputRefused(f"{out} exists and is not empty; choose another --output")
+        started = not ray.is_initialized()
         if started:
-            ray.shutdown()
+            ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR")
+        try:
+            ray.data.DataContext.get_current().raise_original_map_exception = True  # the SDK's refusal, not a wrapper
+            t0 = time.perf_counter()
+            # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
+            if src.suffix == ".parquet":
+                ds = ray.data.read_parquet(str(src), num_cpus=0)
+            else:
+                ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(keys))
+                names = ds.schema().names  # explicitly typed columns come first: restore the file's order
+                order = [n for n in keys if n in names] + [n for n in names if n not in keys]
+                if order != names:
+                    ds = ds.select_columns(order)
+            ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
+                                compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
+                                fn_constructor_args=(artifact,),
+                                fn_constructor_kwargs={"columns": columns, "prefix": prefix,
+                                                       "batch_size": model_batch_size, **load_options})
+            try:
+                ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})
+            except InputRefused as e:  # the actor's refusal (raise_original_map_exception), minus Ray's retry advice
+                raise InputRefused(str(e.args[0] if e.args else e).split("\nFailed to apply UDF")[0]) from None
+            seconds = time.perf_counter() - t0
+            files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
+            written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
+            _check_stamped(staging, stamped)
+            if written != expected:
+                raise RuntimeError(f"{written} rows written for {expected} input rows" + (
+                    "; with --address, --output must be storage every node writes to" if address and not files else ""))
+            place(staging, out)
+        finally:
+            if started:
+                ray.shutdown()
     return EncodeResult(written, out, files, seconds)
 

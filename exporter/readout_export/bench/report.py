@@ -1,7 +1,6 @@
 """Bench reports: a terminal table, JSON, a PNG of throughput against parity, and the copy the artifact keeps."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,8 +25,9 @@ from readout_sdk.evaluation import lineage as L
 from readout_sdk.evaluation.run import measure
 from readout_sdk.evaluation.tasks import TASKS
 from readout_sdk.lifecycle import derive_from
+from readout_sdk.staging import place, staged
 
-NOT_COPIED = ("parity", "evaluation", "lifecycle", "lineage", "bench")  # evidence of the parent's release
+NOT_COPIED = ("parity", "evaluation", "lifecycle", "lineage", "bench", "compatibility")  # evidence of the parent's release
 
 
 def calibrate(artifact: str | Path, data: str | Path, output: str | Path, coverage: float | None = None,
@@ -42,9 +42,14 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     for name, v in (("--coverage", coverage), ("--risk", risk), ("--precision", precision)):
         if v is not None and not 0 < v <= 1:
             raise InputRefused(f"{name} must be in (0, 1], got {v}")
-    root, out = Path(artifact), Path(output)
+    root, out = Path(artifact), Path(output).absolute()
     if out.exists():
         raise InputRefused(f"{out}: already exists; calibrate writes a new artifact")
+    for parent in out.parents:  # checked before any fitting: a path under a file can never be written
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputRefused(f"{out}: under {parent}, which is a file")
+            break
     ds = D.read(data)
     described = ds.describe("calibration")
     engine = readout_sdk.load(root, target=target)
@@ -120,9 +125,9 @@ def write_artifact(parent: Path, out: Path, meta: dict[str, Any], record: dict[s
                    history: list[dict[str, Any]]) -> None:
     """Copy the parent's tokenizer and graphs and write the new readout.json, in a staging directory renamed
     into place: nothing half-written ever looks like an artifact."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
+    with staged(out, "calibrated") as staging:  # one writer per output; what killed runs left is swept
+        if out.exists():  # placed by a run that held the lock before this one
+            raise InputRefused(f"{out} exists already; choose another --output")
         files = {meta["tokenizer"]["file"], *(t["file"] for t in meta["targets"])}
         for name in sorted(files):
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
@@ -135,8 +140,5 @@ def write_artifact(parent: Path, out: Path, meta: dict[str, Any], record: dict[s
         write_atomic(staging / "readout.json", (json.dumps(new, indent=2, sort_keys=True, allow_nan=False)
                                                  + "\n").encode("utf-8"))
         open_artifact(staging)  # it must verify as any other (hashes, graph records) before it is in place
-        os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide it from a server running as another user
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        os.chmod(staging, 0o755)  # readable by a server running as another user
+        place(staging, out)
