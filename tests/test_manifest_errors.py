@@ -289,3 +289,108 @@ def test_pickled_weights_load_only_as_tensors(tmp_path, tmp_path_factory):
     assert result.exit_code == 1, result.output
     assert not marker.exists(), "the pickle ran code while loading weights"
     assert not (tmp_path / "out").exists()
+
+
+# ---- hostile manifests and destinations (issue 15): each was exit 1 with an exception name before ----
+def expect_refused(tmp_path: Path, raw: bytes, path: str, words: str, command: str = "validate") -> str:
+    (tmp_path / "manifest.json").write_bytes(raw)
+    result = CliRunner().invoke(main, [command, str(tmp_path / "manifest.json")])
+    message = result.stderr.strip()
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert message.count("\n") == 0 and message.startswith(f"error: {path}"), message
+    assert words in message, message
+    assert not any(name in message for name in ("Error:", "Exception", "Traceback")), message
+    return message
+
+
+def test_manifest_bytes_that_are_not_utf8(tmp_path, minilm):
+    raw = json.dumps(base(minilm, name="caf\u00e9"), ensure_ascii=False).encode("utf-8").replace(b"\xc3\xa9", b"\xe9")
+    expect_refused(tmp_path, raw, "$", "not UTF-8 text")
+
+
+def test_manifest_nested_2000_deep(tmp_path, minilm):
+    doc = json.dumps(base(minilm))[:-1] + ', "serving": ' + "[" * 2000 + "]" * 2000 + "}"
+    expect_refused(tmp_path, doc.encode(), "$", "nested deeper than")
+
+
+@pytest.mark.parametrize("value, words", [("a\u0000b", "holds a NUL character"),
+                                          ("a\ud800b", "lone surrogate")])
+def test_manifest_strings_no_path_can_hold(tmp_path, minilm, value, words):
+    raw = json.dumps(base(minilm, output_dir=value)).encode()  # json escapes both (\u0000, \ud800)
+    expect_refused(tmp_path, raw, "$.output_dir", words)
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_parity_budgets_and_floors_must_be_finite(tmp_path, minilm, literal):
+    doc = json.dumps(base(minilm, parity={"int8": {"min_cosine": {"min": 0.5}}}))
+    expect_refused(tmp_path, doc.replace("0.5", literal).encode(), "$", "finite number")
+
+
+def test_model_path_that_is_a_symlink_loop(tmp_path, minilm):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    expect_refused(tmp_path, json.dumps(base(tmp_path / "loop")).encode(), "$.model", "cannot be resolved")
+
+
+def test_model_path_of_5000_characters(tmp_path, minilm):
+    expect_refused(tmp_path, json.dumps(base("m" * 5000)).encode(), "$.model", "the limit is")
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.safetensors"))
+    for w in src.glob("*.safetensors"):
+        (dst / w.name).symlink_to(w)
+    return dst
+
+
+def test_config_json_that_is_a_list(tmp_path, classifier):
+    model = _copy(classifier, tmp_path / "model")
+    (model / "config.json").write_text("[1, 2]")
+    expect_refused(tmp_path, json.dumps(base(model, family="sequence_classification")).encode(), "$.model",
+                   "expected a JSON object")
+
+
+def test_config_number_that_is_a_string(tmp_path, classifier):
+    model = _copy(classifier, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": "abc"}))
+    expect_refused(tmp_path, json.dumps(base(model, family="sequence_classification")).encode(), "$.model",
+                   "max_position_embeddings is 'abc', expected an integer")
+
+
+def test_modules_json_that_is_an_object(tmp_path, minilm):
+    model = _copy(minilm, tmp_path / "model")
+    (model / "modules.json").write_text("{}")
+    expect_refused(tmp_path, json.dumps(base(model)).encode(), "$.model", "expected a JSON list")
+
+
+def test_tensorrt_profile_batch_beyond_any_engine(tmp_path, minilm):
+    doc = base(minilm, targets=[{"format": "tensorrt", "precision": "fp16", "profile": {"batch": [1, 10**12, 10**15]}}])
+    expect_refused(tmp_path, json.dumps(doc).encode(), "$.targets[0].profile.batch[1]", "maximum")
+
+
+@pytest.mark.parametrize("where", ["/", "/etc", "home", "manifest dir", "model dir", "non-artifact", "under a file",
+                                   "long name", "unwritable"])
+def test_validate_refuses_every_destination_build_refuses(tmp_path, tmp_path_factory, classifier, where):
+    import os
+
+    model = _copy(classifier, tmp_path_factory.mktemp("m") / "model")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "file").write_text("a file")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    out = {"/": "/", "/etc": "/etc", "home": str(Path.home()), "manifest dir": ".", "model dir": str(model.parent),
+           "non-artifact": "notes", "under a file": "file/artifact", "long name": "a" * 300,
+           "unwritable": "locked/artifact"}[where]
+    if where == "unwritable":
+        if os.geteuid() == 0:
+            pytest.skip("root writes anywhere")
+        locked.chmod(0o500)
+    raw = json.dumps(base(model, family="sequence_classification", output_dir=out)).encode()
+    try:
+        for command in ("validate", "build"):
+            expect_refused(tmp_path, raw, "$.output_dir", "", command)
+    finally:
+        locked.chmod(0o700)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "locked", "manifest.json", "notes"]
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine" and not any(locked.iterdir())
