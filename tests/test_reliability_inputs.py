@@ -94,3 +94,21 @@ def test_choices_must_be_a_list_of_strings(chooser):
         chooser.choose("which?", ["one", 2])
     with pytest.raises(InputRefused, match="at least one choice"):
         chooser.choose("which?", [])
+
+
+@pytest.mark.parametrize("kwargs, words", [({"device": "gpu"}, "device must be one of"),
+                                           ({"precision": "fp64"}, "precision must be one of"),
+                                           ({"backend": "onnxrutime"}, "did you mean 'onnxruntime'"),
+                                           ({"streams": 0}, "streams must be a positive integer"),
+                                           ({"threads": True}, "threads must be a positive integer"),
+                                           ({"target": 3}, "target must be a target name")])
+def test_load_arguments_are_checked_before_anything_loads(shared, kwargs, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        readout_sdk.load(shared("classify")[1], **kwargs)
+
+
+def test_a_load_nothing_can_run_says_so_without_a_double_negative(shared):
+    from readout_sdk.errors import DeviceUnavailable
+
+    with pytest.raises(DeviceUnavailable, match="none of this artifact's targets can run on backend 'tensorrt'"):
+        readout_sdk.load(shared("classify")[1], backend="tensorrt")

@@ -87,3 +87,20 @@ def test_a_build_refuses_an_output_another_run_holds_and_writes_nothing(tmp_path
     assert result.stderr.strip().startswith("error: ") and "being built by another run (pid" in result.stderr
     assert debris(tmp_path / "out") == []
     os.rmdir(tmp_path / "out")
+
+
+def test_a_ledger_append_killed_mid_line_neither_blocks_nor_counts(tmp_path, monkeypatch):
+    from readout_sdk.evaluation import lineage
+
+    monkeypatch.setenv(lineage.LEDGER_ENV, str(tmp_path))
+    lineage.append("root", {"sha256": "a", "role": "test"})
+    with open(lineage.ledger_path("root"), "ab") as f:
+        f.write(b'{"sha256": "b", "ro')  # what a kill during the write leaves
+    assert [u["sha256"] for u in lineage.ledger("root")] == ["a"]
+    lineage.append("root", {"sha256": "c", "role": "test"})
+    assert [u["sha256"] for u in lineage.ledger("root")] == ["a", "c"]
+    with open(lineage.ledger_path("root"), "ab") as f:
+        f.write(b"not json\n")  # damage inside the file is still refused, naming the line
+    lineage.append("root", {"sha256": "d", "role": "test"})
+    with pytest.raises(readout_sdk.errors.InputRefused, match=r"root.jsonl:3: not JSON"):
+        lineage.ledger("root")

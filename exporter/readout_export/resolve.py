@@ -81,6 +81,7 @@ def resolve(manifest: Manifest) -> Plan:
         _resolve_long_inputs(plan, data["long_inputs"])
     if "min_parity" in data.get("serving", {}):
         _resolve_min_parity(plan, data["serving"]["min_parity"])
+    _check_parity_budgets(plan.family, data.get("parity") or {})
     _check_evaluation(plan.family, data.get("evaluation") or {})
     return plan
 
@@ -115,6 +116,20 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
     data["model"] = str(root)
     data["output_dir"] = str(art.path.parent / f".{art.path.name}.{purpose}")
     return resolve(Manifest(data, art.path / "manifest.json"))
+
+
+def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
+    """Budget overrides name metrics the family measures (a typo would silently gate nothing)."""
+    import difflib
+
+    spec = family_spec(family)
+    known = (*spec.metric_names, *spec.raw_metric_names)
+    for precision, metrics in budgets.items():
+        for metric in metrics:
+            if metric not in known:
+                near = difflib.get_close_matches(metric, known, 1)
+                raise ManifestError(f"$.parity.{precision}.{metric}", f"{family} measures {list(known)}"
+                                    + (f"; did you mean {near[0]!r}?" if near else ""))
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:

@@ -175,9 +175,10 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
         if not exists:
             what = f"target {target!r}" if target else f"precision {precision!r}"
             raise DeviceUnavailable(f"{what} is not in this artifact (it has: {have})")
-        what = target or (f"precision {precision!r}" if precision else "no target of this artifact")
         where = f"backend {backend!r} on device {device!r}" if backend != "auto" else f"device {device!r}"
-        raise DeviceUnavailable(f"{what} cannot run on {where} (it has: {have}); bf16 runs on OpenVINO, "
+        what = (f"{target or f'precision {precision!r}'} cannot run" if target or precision
+                else "none of this artifact's targets can run")
+        raise DeviceUnavailable(f"{what} on {where} (it has: {have}); bf16 runs on OpenVINO, "
                                 "OpenVINO on the CPU, TensorRT engines on CUDA")
     runnable = [p for p in pairs if installed(p[1])]
     if not runnable:

@@ -17,20 +17,22 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
-from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
+from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact
 from readout_sdk.artifact import Target
 from readout_sdk.calibration import graph_record_matches
-from readout_sdk.backend import choose, gpu_available, kept_evidence, providers_for
+from readout_sdk.backend import BACKENDS, choose, gpu_available, kept_evidence, providers_for
 from readout_sdk.arguments import items as check_items
-from readout_sdk.arguments import optional_positive_int, positive_int
+from readout_sdk.arguments import one_of, optional_positive_int, positive_int
 from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
-from readout_sdk.errors import DeviceUnavailable, InputRefused, WrongCall
+from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, openvino_precision
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see README)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 
@@ -53,6 +55,15 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     Before anything runs, the ABI major version, every file's sha256 and the graph's embedded record
     are checked.
     """
+    one_of("device", device, DEVICES)
+    if precision is not None:
+        one_of("precision", precision, PRECISIONS)
+    one_of("backend", backend, (*BACKENDS, "auto"))
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target must be a target name (str), got {type(target).__name__}")
+    optional_positive_int("streams", streams)
+    optional_positive_int("threads", threads)
+    positive_int("max_batch_tokens", max_batch_tokens)
     art = open_artifact(path, check_graphs=False)
     choice = select(art, device, precision, backend, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
@@ -78,25 +89,49 @@ def select(art: Artifact, device: str = "auto", precision: str | None = None, ba
 def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int,
                threads: int | None = None) -> "Engine":
     picked = choice.target
-    if choice.backend == "openvino":
-        runner: Any = OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams, threads)
-    elif choice.backend == "tensorrt":
-        runner = TensorRTRunner(art.path / picked.file, art.record, str(art.path))
-    else:
-        cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / picked.sha256[:16]
-        runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1, threads)
-        if device == "cuda" and runner.device == "cpu":
-            runner.close()
-            raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
-                                    "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
+    try:
+        runner = _runner(art, picked, choice.backend, device, streams, threads)
+    except (SdkError, ArtifactError):
+        raise
+    except Exception as e:  # the runtime refuses a graph whose sha256 readout.json vouches for
+        raise ArtifactError(f"{picked.file}: {choice.backend} cannot load it ({first_line(e)})") from None
     try:
         embedded = runner.embedded_metadata().get(METADATA_KEY)
-        if embedded is None or not graph_record_matches(art.record, json.loads(embedded)):
+        if embedded is None or not graph_record_matches(art.record, _json(picked.file, embedded)):
             raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
         return Engine(art, runner, picked, choice.reason, max_batch_tokens)
+    except (SdkError, ArtifactError):
+        runner.close()
+        raise
+    except Exception as e:  # tokenizers refuses a tokenizer file readout.json vouches for, or a record Context cannot run
+        runner.close()
+        raise ArtifactError(f"{art.path}: its tokenizer ({art.tokenizer_file}) or record cannot be used "
+                            f"({first_line(e)})") from None
     except BaseException:
         runner.close()
         raise
+
+
+def _json(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ArtifactError(f"{name}: the graph's embedded record is not valid JSON") from None
+
+
+def _runner(art: Artifact, picked: Target, backend: str, device: str, streams: int | None,
+            threads: int | None) -> Runner:
+    if backend == "openvino":
+        return OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams, threads)
+    if backend == "tensorrt":
+        return TensorRTRunner(art.path / picked.file, art.record, str(art.path))
+    cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / picked.sha256[:16]
+    runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1, threads)
+    if device == "cuda" and runner.device == "cpu":
+        runner.close()
+        raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
+                                "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
+    return runner
 
 
 class Engine:
@@ -169,12 +204,32 @@ class Engine:
     # ---- raw access -------------------------------------------------------------------------
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The graph's raw named outputs, for callers who tokenize themselves."""
-        feed = {"input_ids": np.asarray(input_ids, np.int64), "attention_mask": np.asarray(attention_mask, np.int64)}
+        """The graph's raw named outputs, for callers who tokenize themselves. Arrays are checked against
+        the record's input axes ([batch, sequence], or [batch, choices, sequence]) and each other's shape."""
+        names = ["input_ids", "attention_mask"]
+        given = [input_ids, attention_mask]
         if "token_type_ids" in self.context.encoder.inputs:
-            feed["token_type_ids"] = (np.zeros_like(feed["input_ids"]) if token_type_ids is None
-                                      else np.asarray(token_type_ids, np.int64))
-        return self._forward(feed)
+            names.append("token_type_ids")
+            given.append(np.zeros_like(np.asarray(input_ids)) if token_type_ids is None else token_type_ids)
+        rank = len(self.abi["inputs"][0]["axes"])
+        feed = {}
+        for name, value in zip(names, given):
+            try:
+                array = np.asarray(value)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"run(): {name} is not an array ({first_line(e)})") from None
+            if array.dtype.kind not in "iub" or array.ndim != rank or 0 in array.shape:
+                raise ValueError(f"run(): {name} must be a non-empty integer array of rank {rank} "
+                                 f"({', '.join(self.abi['inputs'][0]['axes'])}), got {array.dtype} {array.shape}")
+            feed[name] = array.astype(np.int64)
+        if len({a.shape for a in feed.values()}) != 1:
+            raise ValueError(f"run(): the inputs' shapes differ: {[a.shape for a in feed.values()]}")
+        try:
+            return self._forward(feed)
+        except WrongCall:
+            raise
+        except Exception as e:  # e.g. an id outside the vocabulary: the runtime's refusal, as a value error
+            raise ValueError(f"run(): the runtime refused these inputs ({first_line(e)})") from None
 
     def _forward(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._closed:

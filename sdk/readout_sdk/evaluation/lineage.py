@@ -49,11 +49,14 @@ def ledger(root: str | None) -> list[dict[str, Any]]:
     if root is None or not ledger_path(root).is_file():
         return []
     out = []
-    for n, line in enumerate(ledger_path(root).read_text(encoding="utf-8").split("\n"), 1):
+    lines = ledger_path(root).read_bytes().decode("utf-8", errors="replace").split("\n")
+    for n, line in enumerate(lines, 1):
         if line.strip():
             try:
                 out.append(json.loads(line))
-            except json.JSONDecodeError:
+            except ValueError:
+                if n == len(lines):  # no newline after it: an append that was killed mid-write, never a use
+                    break
                 raise InputRefused(f"{ledger_path(root)}:{n}: not JSON; the lineage ledger is damaged") from None
     return out
 
@@ -64,10 +67,27 @@ def append(root: str | None, entry: Mapping[str, Any]) -> None:
         return
     path = ledger_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+    with open(path, "a+b") as f:
+        try:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # appends from several runs: one at a time
+        except ImportError:
+            pass
+        _cut_torn_tail(f.fileno())
+        f.write((json.dumps(dict(entry), sort_keys=True) + "\n").encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Drop what an append killed mid-write left after the last newline (never a recorded use)."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+        return
+    start = max(0, end - (1 << 20))
+    cut = os.pread(fd, end - start, start).rfind(b"\n")
+    os.ftruncate(fd, start + cut + 1 if cut >= 0 else start)
 
 
 def uses(meta: Mapping[str, Any], root_dir: Path | None = None) -> list[dict[str, Any]]:

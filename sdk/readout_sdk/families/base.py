@@ -291,10 +291,17 @@ def check_pair(index: int, item: Any, roles: tuple[str, str]) -> None:
 
 def row_field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:
     """One named field of a request row (bytes decoded), or a refusal naming the fields rows carry."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row {index}: expected a mapping of fields ({', '.join(need)}), got {type(row).__name__}")
     if name not in row or row[name] is None:
         raise InputRefused(f"row {index}: missing field {name!r} (this model's rows carry: {', '.join(need)})")
     value = row[name]
-    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputRefused(f"row {index}: field {name!r} is not UTF-8 text (invalid byte at {e.start})") from None
+    return value
 
 
 def by_label(pa: Any, labels: Sequence[str] | None) -> Any:

@@ -86,7 +86,7 @@ def choices_field(index: int, value: Any) -> list[str]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise InputRefused(f"row {index}: 'choices' must be a JSON list of strings") from None
     if not isinstance(value, (list, tuple)) and not hasattr(value, "tolist"):
         raise InputRefused(f"row {index}: 'choices' must be a list of strings")
