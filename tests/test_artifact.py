@@ -197,3 +197,110 @@ def test_thin_sdk_reads_artifacts_without_torch(built):
     done = subprocess.run([sys.executable, "-c", code, str(built)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "embedding"
+
+
+# ---- an artifact is a closed set of files (issue 15) ------------------------------------------------
+def _meta(art: Path) -> dict:
+    return json.loads((art / "readout.json").read_text())
+
+
+def _write(art: Path, meta: dict) -> None:
+    (art / "readout.json").write_text(json.dumps(meta))
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused(art: Path, words: str) -> str:
+    """open_artifact, load and inspect all refuse it with one ArtifactError / exit-2 line."""
+    import readout_sdk
+
+    with pytest.raises(ArtifactError, match=words):
+        open_artifact(art)
+    with pytest.raises(ArtifactError, match=words):
+        readout_sdk.load(art)
+    result = CliRunner().invoke(main, ["inspect", str(art)])
+    message = result.stderr.strip()
+    assert result.exit_code == 2 and message.count("\n") == 0 and message.startswith("error: "), result.output
+    return message
+
+
+def test_the_tokenizer_the_record_names_is_the_tokenizer_that_is_hashed(copy):
+    meta = _meta(copy)
+    (copy / "other.json").write_text("{}")
+    meta["tokenizer"] = {"file": "other.json", "sha256": _sha(copy / "other.json")}
+    _write(copy, meta)
+    _refused(copy, "is not the one the ABI record names")
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../outside.onnx", "sub/model.onnx", ".hidden.onnx"])
+def test_target_files_are_plain_names_inside_the_artifact(copy, name):
+    meta = _meta(copy)
+    outside = copy.parent / "outside.onnx"
+    shutil.copyfile(copy / meta["targets"][0]["file"], outside)
+    meta["targets"][0]["file"] = name  # even with a sha256 that matches what it points at
+    meta["targets"][0]["sha256"] = _sha(outside)
+    _write(copy, meta)
+    _refused(copy, r"\$\.targets\[0\]\.file")
+
+
+def test_a_link_out_of_the_artifact_is_refused(copy):
+    meta = _meta(copy)
+    graph = meta["targets"][0]["file"]
+    outside = copy.parent / "outside.onnx"
+    shutil.move(copy / graph, outside)
+    (copy / graph).symlink_to(outside)
+    _refused(copy, "outside the artifact")
+
+
+@pytest.mark.parametrize("field, value", [("precision", "fp64"), ("format", "bogus"), ("runtime", "bogus"),
+                                          ("sha256", "XYZ"), ("file", 7)])
+def test_target_fields_are_validated_by_the_schema(copy, field, value):
+    meta = _meta(copy)
+    meta["targets"][0][field] = value
+    _write(copy, meta)
+    _refused(copy, rf"readout.json \$\.targets\[0\]\.{field}")
+
+
+def test_a_target_whose_precision_no_runtime_prepares_is_refused(copy):
+    meta = _meta(copy)
+    meta["targets"][0]["runtime"] = "openvino"  # an fp32 graph "prepared for" OpenVINO is no target
+    _write(copy, meta)
+    _refused(copy, r"\$\.targets\[0\]: no onnx target is fp32 prepared for openvino")
+
+
+@pytest.mark.parametrize("raw, words", [(b"\xff\xfe{}", "not UTF-8"), (b'{"abi": NaN}', "not valid JSON"),
+                                        (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+                                        (b'{"abi": {}, "targets": [], "tokenizer": {}, "extra": 1}', r"readout.json \$")])
+def test_a_damaged_readout_json_is_one_artifact_error(copy, raw, words):
+    (copy / "readout.json").write_bytes(raw)
+    _refused(copy, words)
+
+
+def test_a_graph_readout_json_vouches_for_but_no_runtime_reads_is_an_artifact_error(copy):
+    meta = _meta(copy)
+    graph = copy / meta["targets"][0]["file"]
+    graph.write_bytes(graph.read_bytes()[:5000])  # cut, with its new sha256 listed
+    meta["targets"][0]["sha256"] = _sha(graph)
+    _write(copy, meta)
+    _refused(copy, r"model.onnx-fp32.onnx: (not a readable ONNX graph|onnxruntime cannot load it)")
+
+
+def test_unlisted_files_and_edited_reports_are_ignored_and_reported(copy):
+    import readout_sdk
+    from readout_sdk.lifecycle import keep
+
+    keep(copy, "parity", {"release_id": _meta(copy)["abi"]["identity"]["release_id"], "checks": []},
+         {"summary": "0 passed, 0 failed, 0 not evaluated (see parity.json)"})
+    (copy / "notes.txt").write_text("mine")
+    shown = CliRunner().invoke(main, ["inspect", str(copy)]).stdout
+    assert "ignored    notes.txt: not listed in readout.json" in shown and "parity.json" not in shown.split("ignored")[-1]
+    (copy / "parity.json").write_text(json.dumps({"forged": True}))
+    result = CliRunner().invoke(main, ["inspect", str(copy), "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["ignored"] == {"notes.txt": "not listed in readout.json: ignored",
+                                                     "parity.json": "changed after readout.json listed it: ignored, not evidence"}
+    assert "parity.json is changed after readout.json listed it" in " ".join(readout_sdk.lifecycle.derive(open_artifact(copy)).missing)

@@ -52,8 +52,8 @@ def summarize(art: Artifact) -> str:
         lines.append("  calibrated " + ", ".join(parts))
     evaluation = art.extra.get("evaluation")
     if evaluation:
-        lines.append(f"  evaluation last run: role {evaluation['role']}, data {evaluation['data'][:12]}, "
-                     f"{evaluation['gates']} gates, verdict {evaluation['verdict']} (see {evaluation['file']})")
+        lines.append(f"  evaluation last run: role {evaluation.get('role')}, data {str(evaluation.get('data'))[:12]}, "
+                     f"{evaluation.get('gates')} gates, verdict {evaluation.get('verdict')} (see {evaluation['file']})")
     for t in art.targets:
         runs = "/".join(t.backends)
         extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.format == "tensorrt" else ""
@@ -65,7 +65,7 @@ def summarize(art: Artifact) -> str:
                  f"{prov['exporter']}, torch {prov['torch']}, transformers {prov['transformers']}, "
                  f"onnx {prov['onnx']}, opset {prov['opset']}")
     parity = art.extra.get("parity")
-    lines.append(f"  parity     {parity['summary'] if parity else 'NOT_EVALUATED (run readout-export parity)'}")
+    lines.append(f"  parity     {parity.get('summary', 'kept (see parity.json)') if parity else 'NOT_EVALUATED (run readout-export parity)'}")
     lines += _identity_lines(art)
     for name, why in unlisted(art).items():
         lines.append(f"  ignored    {name}: {why}")

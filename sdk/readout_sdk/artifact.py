@@ -276,7 +276,7 @@ COMPANIONS = ("build.log",)
 def unlisted(art: Artifact) -> dict[str, str]:
     """Files in the artifact directory that readout.json does not list, and kept reports it lists with
     another sha256 (file -> why): nothing reads them, `inspect` reports them."""
-    from readout_sdk.evidence import KEPT_FILES, kept_status
+    from readout_sdk.evidence import KEPT_FILES, WHY_IGNORED, kept_status
 
     known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
     for t in art.targets:
@@ -290,7 +290,7 @@ def unlisted(art: Artifact) -> dict[str, str]:
             known.add(name)
         elif status != "absent":
             known.add(name)
-            out[name] = f"{status} in {ARTIFACT_FILE}: ignored, not evidence"
+            out[name] = f"{WHY_IGNORED[status]}: ignored, not evidence"
     try:
         names = sorted(p.name for p in art.path.iterdir())
     except OSError:

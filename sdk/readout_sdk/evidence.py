@@ -20,6 +20,7 @@ RECONCILIATION = "reconciliation"  # the parity checks' target name for reconcil
 # readout.json key -> the kept report it lists (with the report's sha256)
 KEPT_FILES = {"parity": PARITY_FILE, "evaluation": "evaluation.json", "bench": "bench.json",
               "compatibility": "compatibility.json"}
+WHY_IGNORED = {"not listed": "not listed in readout.json", "changed": "changed after readout.json listed it"}
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -106,7 +107,7 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
         status = kept_status(root, "parity", listing)
         if status == "absent":
             return None, f"no {PARITY_FILE}: run `readout-export parity ARTIFACT`"
-        return None, (f"{PARITY_FILE} is {status} in readout.json, so it is not evidence: run "
+        return None, (f"{PARITY_FILE} is {WHY_IGNORED[status]}, so it is not evidence: run "
                       "`readout-export parity ARTIFACT` again")
     if release_id is None or doc.get("release_id") != release_id:
         return None, (f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one "

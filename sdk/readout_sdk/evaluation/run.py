@@ -179,14 +179,14 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
 
 def keep_in_artifact(root: Path, doc: dict[str, Any], lineage: dict[str, Any]) -> None:
     """evaluation.json keeps every run of this release (atomic); readout.json its lineage and state."""
-    from readout_sdk.artifact import ARTIFACT_FILE, ArtifactError, read_meta
-    from readout_sdk.evidence import kept_status, read_kept
+    from readout_sdk.artifact import ArtifactError, read_meta
+    from readout_sdk.evidence import WHY_IGNORED, kept_status, read_kept
     from readout_sdk.lifecycle import keep
 
     listing = read_meta(root)
     status = kept_status(root, "evaluation", listing)
     if status in ("changed", "not listed"):  # never append to (and so vouch for) runs readout.json does not list
-        raise ArtifactError(f"{root / EVALUATION_FILE}: {status} in {ARTIFACT_FILE}, so its runs are not this "
+        raise ArtifactError(f"{root / EVALUATION_FILE}: {WHY_IGNORED[status]}, so its runs are not this "
                             "artifact's record; move it aside to start a new one")
     kept = read_kept(root, "evaluation", listing) if status == "listed" else None
     if not kept or kept.get("release_id") != doc["release_id"] or not isinstance(kept.get("runs"), list):
