@@ -1410,6 +1410,11 @@ class Call:
     bad_items: frozenset = frozenset()  # item indices one of which a refusal must name
     label: str = ""
     roles: tuple = ()  # for single-item calls: role names a refusal may name instead of an index
+    surrogate: bool = False  # the bad items are bad only for a lone surrogate: the refusal must say so
+
+    def __post_init__(self) -> None:
+        if not self.surrogate and self.bad_items and _only_surrogates(self):
+            self.surrogate = True
 
     def __repr__(self) -> str:
         parts = [short(a, 120) for a in self.args] + [f"{k}={short(v, 40)}" for k, v in self.kwargs.items()]
@@ -1427,6 +1432,28 @@ def _items(draw: Any, make_item: st.SearchStrategy, wrong: list, max_size: int =
         if not _item_ok(it):
             bad_idx.add(i)
     return items, bad_idx, bool(bad_idx)
+
+
+SURROGATE_WORDS = ("surrogate", "utf-8", "encod", "unicode")
+
+
+def _only_surrogates(call: "Call") -> bool:
+    """Every bad item of the call is a string (or pair of strings) made bad by a lone surrogate alone."""
+    items = {"answer": lambda a: [(a[0], a[1])], "choose": lambda a: [(a[0], c) for c in _as_list(a[1])]
+             if isinstance(a[1], (list, tuple)) else [], "rerank": lambda a: []}.get(call.method, lambda a: _as_list(a[0])
+                                                                                   if isinstance(a[0], (list, tuple, Gen)) else [])
+    try:
+        listed = items(call.args)
+    except BaseException:  # noqa: BLE001
+        return False
+
+    def surrogate_only(x: Any) -> bool:
+        if isinstance(x, str):
+            return has_surrogate(x)
+        return isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(v, str) for v in x) and \
+            any(has_surrogate(v) for v in x)
+    bad_ones = [x for x in listed if not _item_ok(x)]
+    return bool(bad_ones) and all(surrogate_only(x) for x in bad_ones)
 
 
 def _item_ok(item: Any) -> bool:
@@ -1630,12 +1657,16 @@ SDK_ERRORS = (TypeError, ValueError)
 
 
 def _names_item(msg: str, call: Call) -> bool:
-    nums = {int(n) for n in re.findall(r"\bitems? (\d+)\b", msg)} | {int(n) for n in re.findall(r"\[(\d+)\]", msg)} \
-        | {int(n) for n in re.findall(r"\b(?:choice|document|pair|text|row) (\d+)\b", msg)}
-    bad_items = set(call.bad_items)
-    if any(n in bad_items or n < min(bad_items) for n in nums):  # the bad item, or an earlier item refused first
+    """A refusal of a call holding a bad item names an item: ``item N`` / ``[N]`` (an earlier item may be
+    refused first, for another reason: any index counts), or for single-item calls the role at fault."""
+    if re.search(r"\bitems? \d+\b|\[\d+\]|\b(?:choice|document|pair|text|row) \d+\b", msg):
         return True
-    return bool(call.roles) and any(role in msg for role in call.roles) and (call.method in ("answer",) or not nums)
+    return bool(call.roles) and any(role in msg for role in call.roles)
+
+
+def _names_bad_item(msg: str, call: Call) -> bool:
+    named = {int(a or b) for a, b in re.findall(r"\bitems? (\d+)\b|\[(\d+)\]", msg)}
+    return bool(named & set(call.bad_items)) or (call.method == "answer" and not named)
 
 
 def run_sdk_case(call: Call, engines: Callable[[str], Any]) -> Outcome:
@@ -1656,6 +1687,10 @@ def run_sdk_case(call: Call, engines: Callable[[str], Any]) -> Outcome:
                                         f"{describe_exception(e)}", shown,
                        f"{call.method}: refusal names no item: {type(e).__name__}: "
                        f"{_normalize(first_line(str(e)))[:70]}")
+        if call.surrogate and _names_bad_item(str(e), call) and \
+                not any(w in str(e).lower() for w in SURROGATE_WORDS):
+            return bad(SDK, call.label, f"a lone surrogate refused for another reason: {describe_exception(e)}", shown,
+                       f"{call.method}: lone surrogate misdiagnosed: {_normalize(first_line(str(e)))[:70]}")
         return Outcome(SDK, REFUSED, call.label, describe_exception(e), shown)
     if call.expect == REFUSE:
         return bad(SDK, call.label, f"accepted: returned {short(result, 120)}", shown, f"accepts {call.label}")

@@ -17,6 +17,15 @@ from readout_export.cli_run import require_export_extra, run_command
 @click.version_option(package_name="readout-export")
 def main() -> None:
     """Export transformer encoders with their readout inside the graph (readout-abi/1)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds like Ctrl-C: staging is removed
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @main.command()
