@@ -106,6 +106,43 @@ def bad(klass: str, case: str, detail: str, input: str, problem: str | None = No
     return Outcome(klass, BAD, case, detail, input, problem or _normalize(detail))
 
 
+PROJECT_PACKAGES = ("readout_sdk", "readout_export", "readout_parity")
+
+
+def origin(e: BaseException | None) -> str | None:
+    """Where in the project an exception was raised: the innermost readout_* frame, as
+    ``package/module.py:function:line`` (None when no project frame is on its traceback)."""
+    where = None
+    tb = e.__traceback__ if e is not None else None
+    while tb is not None:
+        parts = Path(tb.tb_frame.f_code.co_filename).parts
+        for i, part in enumerate(parts):
+            if part in PROJECT_PACKAGES:
+                where = f"{'/'.join(parts[i:])}:{tb.tb_frame.f_code.co_name}:{tb.tb_lineno}"
+                break
+        tb = tb.tb_next
+    return where
+
+
+def raised(klass: str, case: str, what: str, e: BaseException, shown: str, expected: str) -> Outcome:
+    """A BAD outcome for an exception of the wrong kind, deduplicated by type and the project frame
+    that raised it."""
+    where = origin(e)
+    at = f" at {where}" if where else ""
+    problem = f"{what}: {type(e).__name__}" + (f" at {where.rsplit(':', 1)[0]}" if where else
+                                                f": {_normalize(first_line(str(e)))[:90]}")
+    return bad(klass, case, f"{what}: raised {describe_exception(e)}{at} (expected {expected})", shown, problem)
+
+
+def reproduce(fn: Callable[[], Any]) -> BaseException | None:
+    """Call what a CLI command ran, in-process, to recover the exception it turned into exit 1."""
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001
+        return e
+    return None
+
+
 def distinct_bad(outcomes: Iterable[Outcome]) -> list[tuple[Outcome, int]]:
     """Each distinct BAD outcome once (first example), with how often it occurred; most frequent first."""
     seen: dict[str, list] = {}
@@ -729,16 +766,24 @@ def _snapshot(d: Path) -> set[str]:
     return {str(p.relative_to(d)) for p in d.rglob("*")} if d.exists() else set()
 
 
-def check_cli(klass: str, case: str, shown: str, result: Any, expect: str, what: str) -> Outcome:
-    """Classify one CLI invocation (a click.testing.Result) against the one-line-error contract."""
+def check_cli(klass: str, case: str, shown: str, result: Any, expect: str, what: str,
+              again: Callable[[], Any] | None = None) -> Outcome:
+    """Classify one CLI invocation (a click.testing.Result) against the one-line-error contract; ``again``
+    re-runs the command's body in-process to find where an exit 1 came from."""
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        return bad(klass, case, f"{what}: uncaught {describe_exception(result.exception)}", shown,
-                   f"{what}: uncaught {type(result.exception).__name__}: {_normalize(first_line(str(result.exception)))}")
+        return raised(klass, case, f"{what} (uncaught)", result.exception, shown, "exit 2 and one error line")
     try:
         err, out = result.stderr, result.stdout
     except BaseException as e:  # noqa: BLE001 - undecodable output is itself a finding
         return bad(klass, case, f"{what}: output cannot be decoded ({describe_exception(e)})", shown)
-    return check_exit(klass, case, shown, result.exit_code, out, err, expect, what)
+    outcome = check_exit(klass, case, shown, result.exit_code, out, err, expect, what)
+    if outcome.kind == BAD and result.exit_code == 1 and again is not None:
+        e = reproduce(again)
+        if e is not None and origin(e):
+            where = origin(e)
+            outcome.detail += f" (raised at {where})"
+            outcome.problem = f"{what}: exit 1: {type(e).__name__} at {where.rsplit(':', 1)[0]}"
+    return outcome
 
 
 def check_exit(klass: str, case: str, shown: str, code: int, out: str, err: str, expect: str, what: str) -> Outcome:
@@ -783,7 +828,8 @@ def run_manifest_case(case: ManifestCase, env: ManifestEnv, command: str = "vali
         (d / "manifest.json").write_bytes(data)
         before = _snapshot(d)
         result = CliRunner().invoke(main, [command, str(d / "manifest.json")])
-        outcome = check_cli(MANIFEST, case.label, case.shown, result, case.expect, command)
+        outcome = check_cli(MANIFEST, case.label, case.shown, result, case.expect, command,
+                            (lambda: _validate(d / "manifest.json")) if command == "validate" else None)
         if command == "validate" and outcome.kind != BAD:
             written = sorted(_snapshot(d) - before)
             if written:
@@ -820,6 +866,12 @@ def run_manifest_process(case: ManifestCase, env: ManifestEnv, command: str = "v
                           f"{command} (process)")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _validate(path: Path) -> Any:
+    from readout_export.build import validate
+
+    return validate(path)
 
 
 def check_build_agrees(case: ManifestCase, d: Path, env: ManifestEnv) -> Outcome:
@@ -1284,9 +1336,11 @@ def run_artifact_case(case: ArtifactCase, env: ArtifactEnv) -> Outcome:
                 raise
             except BaseException as e:  # noqa: BLE001 - panics and SystemExit are findings too
                 why = _artifact_error_ok(e, art)
+                if why is not None and why.startswith("raised"):
+                    return raised(ARTIFACT, case.label, what, e, case.shown, "ArtifactError")
                 if why is not None:
                     return bad(ARTIFACT, case.label, f"{what}: {why}", case.shown,
-                               f"{what}: {type(e).__name__}: {_normalize(first_line(str(e)))}")
+                               f"{what}: {_normalize(why)[:90]}")
                 refused.append(f"{what}: {first_line(str(e))}")
                 continue
             if what == "load" and got != env.reference:
@@ -1300,7 +1354,8 @@ def run_artifact_case(case: ArtifactCase, env: ArtifactEnv) -> Outcome:
                     and isinstance(result.exception, SystemExit):
                 outcome = _check_json_error(case, result, what)  # --json reports its error as JSON on stdout
             else:
-                outcome = check_cli(ARTIFACT, case.label, case.shown, result, EITHER, what)
+                outcome = check_cli(ARTIFACT, case.label, case.shown, result, EITHER, what,
+                                    lambda: _inspect_body(art, args[1] == "--json"))
             if outcome.kind == BAD:
                 return outcome
             (refused.append(outcome.detail) if outcome.kind == REFUSED else accepted.append(what))
@@ -1312,6 +1367,16 @@ def run_artifact_case(case: ArtifactCase, env: ArtifactEnv) -> Outcome:
         return Outcome(ARTIFACT, OK, case.label, "loads and predicts as the pristine artifact", case.shown)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _inspect_body(art: Path, as_json: bool) -> Any:
+    """What `readout-export inspect [--json]` computes, in-process."""
+    from readout_export.summary import summarize
+    from readout_sdk.artifact import open_artifact
+    from readout_sdk.lifecycle import derive
+
+    a = open_artifact(art)
+    return derive(a).to_json() if as_json else summarize(a)
 
 
 def _check_json_error(case: ArtifactCase, result: Any, what: str) -> Outcome:
@@ -1665,8 +1730,14 @@ def _names_item(msg: str, call: Call) -> bool:
 
 
 def _names_bad_item(msg: str, call: Call) -> bool:
+    """The refusal is about a bad item: it names its index (or, for answer, the role that holds the
+    surrogate, or no role at all)."""
+    if call.method == "answer":
+        holders = {role for role, v in zip(("question", "context"), call.args) if has_surrogate(v)}
+        mentioned = {role for role in ("question", "context") if role in msg}
+        return not mentioned or bool(mentioned & holders)
     named = {int(a or b) for a, b in re.findall(r"\bitems? (\d+)\b|\[(\d+)\]", msg)}
-    return bool(named & set(call.bad_items)) or (call.method == "answer" and not named)
+    return bool(named & set(call.bad_items))
 
 
 def run_sdk_case(call: Call, engines: Callable[[str], Any]) -> Outcome:
@@ -1680,8 +1751,7 @@ def run_sdk_case(call: Call, engines: Callable[[str], Any]) -> Outcome:
         raise
     except BaseException as e:  # noqa: BLE001 - a Rust panic is a BaseException: a finding, never a crash
         if not isinstance(e, SDK_ERRORS):
-            return bad(SDK, call.label, f"raised {describe_exception(e)} (expected TypeError/ValueError)", shown,
-                       f"{call.key}.{call.method}: {type(e).__name__}: {_normalize(first_line(str(e)))[:90]}")
+            return raised(SDK, call.label, f"{call.key}.{call.method}", e, shown, "TypeError/ValueError")
         if call.bad_items and not _names_item(str(e), call):
             return bad(SDK, call.label, f"refused without naming the item {sorted(call.bad_items)[:3]}: "
                                         f"{describe_exception(e)}", shown,

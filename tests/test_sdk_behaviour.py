@@ -35,7 +35,7 @@ def test_empty_list_gives_empty_result(minilm):
 
 
 def test_non_string_is_type_error_naming_index(minilm):
-    with pytest.raises(TypeError, match="item 2: expected str, got int"):
+    with pytest.raises(TypeError, match="item 2: the text must be str, got int"):
         minilm.embed(["a", "b", 3])
     with pytest.raises(TypeError, match="wrap it in a list"):
         minilm.embed("a bare string")
@@ -133,7 +133,7 @@ def test_argument_checks(minilm, shared):
     qa = readout_sdk.load(shared("qa")[1])
     with pytest.raises(ValueError, match="max_answer_length"):
         qa.answer("q", "c", max_answer_length=0)
-    with pytest.raises(InputRefused, match="question is too long"):
+    with pytest.raises(InputRefused, match="question is 200 tokens; .* may have at most 32 tokens"):
         qa.answer(" ".join(["why"] * 200), "short context")
 
 
