@@ -21,9 +21,17 @@ def objects(path: str | Path, error: type[Exception] = ValueError,
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             raise error(f"{path}:{n}: not JSON ({e.msg})") from None
+        except RecursionError:
+            raise error(f"{path}:{n}: nested too deeply") from None
+        except ValueError as e:
+            raise error(f"{path}:{n}: {e}") from None
         if not isinstance(obj, dict):
             raise error(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
