@@ -126,6 +126,8 @@ def _check_values(value: Any, path: str, depth: int) -> None:
             raise ManifestError(path, f"holds a lone surrogate ({bad.group()!r}), which is not valid Unicode")
     elif isinstance(value, float) and not math.isfinite(value):
         raise ManifestError(path, f"expected a finite number, got {value}")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
+        raise ManifestError(path, f"a number of {len(str(abs(value)))} digits is beyond any setting")
 
 
 def _shown(p: Path) -> str:

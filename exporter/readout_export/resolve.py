@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import family_spec
+from readout_sdk.agreement import out_of_range
 from readout_sdk.artifact import TENSORRT_SOURCE, default_runtime
 from readout_sdk.artifact import target_name as _name
 
@@ -125,11 +126,15 @@ def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
     spec = family_spec(family)
     known = (*spec.metric_names, *spec.raw_metric_names)
     for precision, metrics in budgets.items():
-        for metric in metrics:
+        for metric, bound in metrics.items():
             if metric not in known:
                 near = difflib.get_close_matches(metric, known, 1)
                 raise ManifestError(f"$.parity.{precision}.{metric}", f"{family} measures {list(known)}"
                                     + (f"; did you mean {near[0]!r}?" if near else ""))
+            for side, value in bound.items():
+                why = out_of_range(metric, value)
+                if why:
+                    raise ManifestError(f"$.parity.{precision}.{metric}.{side}", why)
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
@@ -140,6 +145,9 @@ def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
             raise ManifestError(f"$.serving.min_parity.{metric}", f"{plan.family} measures {list(known)}")
         if value != value or value in (float("inf"), float("-inf")):
             raise ManifestError(f"$.serving.min_parity.{metric}", f"expected a finite number, got {value}")
+        why = out_of_range(metric, value)
+        if why:
+            raise ManifestError(f"$.serving.min_parity.{metric}", why)
     plan.min_parity = {k: float(v) for k, v in floor.items()}
 
 
@@ -248,7 +256,6 @@ def target_name(t: dict[str, str]) -> str:
 
 
 def _resolve_labels(plan: Plan, data: dict[str, Any]) -> None:
-    config = plan.source.config
     declared = plan.source.labels()
     width = len(declared) if declared else config_int(plan.source, "num_labels", 2)
     generic = declared is None or all(GENERIC_LABEL.match(x) for x in declared)

@@ -64,7 +64,10 @@ class ModelSource:
 
     @property
     def model_type(self) -> str:
-        return self.config.get("model_type", "")
+        value = self.config.get("model_type", "")
+        if not isinstance(value, str):
+            raise ManifestError("$.model", f"config.json model_type is {value!r}, expected a string")
+        return value
 
     def labels(self) -> list[str] | None:
         """Ordered label names from config.json ``id2label``, or None when absent."""

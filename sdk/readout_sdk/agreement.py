@@ -11,6 +11,24 @@ from typing import Sequence
 import numpy as np
 
 
+# the values each parity metric can take: a budget or floor outside them gates nothing (or everything)
+RANGES: dict[str, tuple[float, float]] = {
+    **{m: (-1.0, 1.0) for m in ("min_cosine", "mean_cosine", "rank_correlation", "values_rank_correlation")},
+    **{m: (0.0, 1.0) for m in ("knn10_overlap", "argmax_agreement", "topk_agreement", "decision_agreement",
+                               "set_agreement", "entity_agreement", "span_agreement", "term_overlap")},
+    **{m: (0.0, float("inf")) for m in ("max_abs_error", "mean_abs_error", "max_rel_error", "maxsim_error",
+                                        "values_abs_error", "values_scaled_error")},
+}
+
+
+def out_of_range(metric: str, value: float) -> str | None:
+    """Why ``value`` cannot bound ``metric`` (outside the values it takes), or None."""
+    lo, hi = RANGES.get(metric, (float("-inf"), float("inf")))
+    if not lo <= value <= hi:
+        return f"{metric} takes values in [{lo:g}, {hi:g}], got {value:g}"
+    return None
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
 

@@ -22,7 +22,7 @@ from readout_sdk.artifact import Target
 from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import BACKENDS, choose, gpu_available, kept_evidence, providers_for
 from readout_sdk.arguments import items as check_items
-from readout_sdk.arguments import one_of, optional_positive_int, positive_int
+from readout_sdk.arguments import one_of, optional_positive_int, positive_int, text
 from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
@@ -331,6 +331,7 @@ class Engine:
         if len(self.labels or ()) != 1:
             raise WrongCall("rerank() needs a cross-encoder with one score per pair; use score_pairs()")
         top_k = optional_positive_int("top_k", top_k)
+        text(0, "query", query)  # checked even when there are no documents to score it against
         docs = list(check_items(documents, "documents"))
         scored = self.score_pairs([(query, d) for d in docs], batch_size)
         ranked = sorted(scored, key=lambda s: (-s.score, s.index))

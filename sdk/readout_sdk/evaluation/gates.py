@@ -8,6 +8,7 @@ NOT_EVALUATED: never a pass.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
@@ -45,11 +46,14 @@ class Gate:
                             + (f" (did you mean {close[0]!r}?)" if close else "") + f"; it measures {', '.join(known)}")
         bound = m["bound"].replace(" ", "")
         try:
-            if bound.startswith("parent"):
-                return cls(text.strip(), m["metric"], m["slice"], m["op"], None, float(bound[6:] or 0))
-            return cls(text.strip(), m["metric"], m["slice"], m["op"], float(bound), None)
+            number = float(bound[6:] or 0) if bound.startswith("parent") else float(bound)
         except ValueError:
             raise GateError(f"{where}: gate {text!r} has a bound that is not a number") from None
+        if not math.isfinite(number):
+            raise GateError(f"{where}: gate {text!r} has a bound that is not a finite number")
+        if bound.startswith("parent"):
+            return cls(text.strip(), m["metric"], m["slice"], m["op"], None, number)
+        return cls(text.strip(), m["metric"], m["slice"], m["op"], number, None)
 
 
 @dataclass
