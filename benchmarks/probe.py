@@ -66,7 +66,7 @@ def build_keys(keys: list[str], work: Path, say) -> dict[str, tuple[Path, Path]]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=int, default=300, help="generated cases (see above; default 300)")
+    ap.add_argument("--budget", type=int, default=400, help="generated cases (see above; default 400)")
     ap.add_argument("--json", dest="json_path", help="write every outcome and the distinct BAD ones here")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--classes", default=",".join(CLASSES), help="comma-separated subset of manifest,artifact,sdk")
@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         temp = work = Path(tempfile.mkdtemp(prefix="readout-probe-"))
     os.environ.setdefault("READOUT_EXPORT_LEDGER", str(work / "ledger"))
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(str(work / "hypothesis"))  # leave nothing in the current directory
     scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=work))
     import hostile
     import readout_sdk

@@ -188,6 +188,10 @@ def read_meta(root: Path) -> dict[str, Any]:
         raise ArtifactError(f"{meta_path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    try:  # a "\ud800" escape parses to a lone surrogate, which no file, terminal or tokenizer can carry
+        json.dumps(meta, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArtifactError(f"{meta_path}: holds a lone surrogate (a \\ud800-\\udfff escape), not valid Unicode") from None
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(load_schema("readout-artifact-1.schema.json"))
