@@ -14,6 +14,7 @@ from typing import Any
 
 from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
+from readout_sdk.errors import first_line
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
 
@@ -136,11 +137,6 @@ def read_onnx_record(path: Path) -> dict[str, Any]:
         return json.loads(meta[METADATA_KEY])
     except ValueError:
         raise ArtifactError(f"{path.name}: the graph's {METADATA_KEY!r} record is not valid JSON") from None
-
-
-def first_line(e: BaseException) -> str:
-    """An exception's first line, bounded: what a one-line error quotes from a library."""
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:240]
 
 
 def member(root: Path, name: str) -> Path:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from tokenizers import Encoding, Tokenizer
 
-from readout_sdk.errors import InputRefused
+from readout_sdk.errors import InputRefused, first_line
 
 
 class TextEncoder:
@@ -75,7 +75,7 @@ class TextEncoder:
             except BaseException as e:
                 if not _native(e):
                     raise
-                raise InputRefused(f"item {base + j}: the tokenizer cannot encode it ({_first_line(e)})") from None
+                raise InputRefused(f"item {base + j}: the tokenizer cannot encode it ({first_line(e)})") from None
         raise InputRefused(f"items {base}..{base + len(inputs) - 1}: the tokenizer failed on the batch")
 
     def _check_window_room(self, base: int, inputs: list[Any], tok: Tokenizer) -> None:
@@ -105,6 +105,3 @@ def _native(e: BaseException) -> bool:
     derives from BaseException, so ``except Exception`` would let it through)."""
     return isinstance(e, Exception) or type(e).__name__ == "PanicException"
 
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

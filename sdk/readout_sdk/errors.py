@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 
+def first_line(e: BaseException) -> str:
+    """An exception's first line, bounded: what a one-line error quotes from a library."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:240]
+
+
 class SdkError(Exception):
     """Base class of SDK errors."""
 

@@ -7,7 +7,7 @@ rows) of all windows compete, and spans map to whole words of the context (the p
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -49,15 +49,6 @@ class ExtractiveQAFamily(Family):
             "null_policy": plan.null_policy, "window": {"stride": plan.stride, "spans_cross_windows": False},
             "span": "start <= end, context rows only", "max_answer_length": MAX_ANSWER_LENGTH,
             "align_to_words": True}
-
-    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
-        try:
-            return super().encode(ctx, base, items)
-        except InputRefused:
-            raise
-        except Exception as e:  # tokenizers raises a bare Exception when the question fills the window
-            raise InputRefused(f"item {base}: the question is too long for max_length {ctx.encoder.max_length}: "
-                               f"it leaves no room for the context ({e})") from None
 
     def options(self, ctx: Context, top_k: int = 1, max_answer_length: int | None = None,
                 align_to_words: bool | None = None) -> dict[str, Any]:
