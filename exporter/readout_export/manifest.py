@@ -5,7 +5,6 @@ fields apply to which family is checked here, so each error names its JSON path.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import MANIFEST_SCHEMA, family_spec, json_path, load_schema
+from readout_sdk.jsonl import loads
 
 from readout_export.errors import ManifestError
 
@@ -68,14 +68,8 @@ def load_manifest(path: str | Path) -> Manifest:
         why = "manifest file not found" if isinstance(e, FileNotFoundError) else \
             f"cannot read the manifest ({getattr(e, 'strerror', None) or e})"
         raise ManifestError(_shown(p), why) from None
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-    except UnicodeDecodeError as e:
-        raise ManifestError("$", f"not UTF-8 text (invalid byte at offset {e.start})") from None
-    except RecursionError:
-        raise ManifestError("$", f"nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:
-        raise ManifestError("$", f"not valid JSON: {e}") from None
+    data = loads(raw, lambda why: ManifestError("$", why if why != "nested too deeply" else
+                                                f"nested deeper than {MAX_DEPTH} levels"))
     _check_values(data, "$", 0)
     if not isinstance(data, dict):
         raise ManifestError("$", f"expected a JSON object, got {type(data).__name__}")
@@ -100,10 +94,6 @@ MAX_DEPTH = 32  # a manifest is a few levels deep; deeper is a mistake (and woul
 PATH_MAX = 4096
 NAME_MAX = 255
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number; use a finite number")
 
 
 def _check_values(value: Any, path: str, depth: int) -> None:

@@ -5,10 +5,11 @@ against them before anything is built.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from readout_sdk.jsonl import loads
 
 from readout_export.errors import ManifestError
 
@@ -83,15 +84,10 @@ class ModelSource:
 def _read_json(path: Path, jpath: str, kind: type = dict) -> Any:
     """A JSON file of the model directory, which must hold a ``kind`` (an object, or a list)."""
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        raw = path.read_bytes()
     except OSError as e:
         raise ManifestError(jpath, f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ManifestError(jpath, f"{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
-    except RecursionError:
-        raise ManifestError(jpath, f"{path} is nested too deeply") from None
-    except ValueError as e:
-        raise ManifestError(jpath, f"{path} is not valid JSON: {e}") from None
+    doc = loads(raw, lambda why: ManifestError(jpath, f"{path}: {why}"))
     if not isinstance(doc, kind):
         want = "a JSON object" if kind is dict else "a JSON list"
         raise ManifestError(jpath, f"{path} holds {type(doc).__name__}, expected {want}")

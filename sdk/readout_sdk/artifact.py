@@ -15,6 +15,7 @@ from typing import Any
 from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
 from readout_sdk.errors import first_line
+from readout_sdk.jsonl import loads
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
 
@@ -173,15 +174,10 @@ def read_meta(root: Path) -> dict[str, Any]:
     if not meta_path.is_file():
         raise ArtifactError(f"{root}: not an artifact (no {ARTIFACT_FILE})")
     try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        raw = meta_path.read_bytes()
     except OSError as e:
         raise ArtifactError(f"{meta_path}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise ArtifactError(f"{meta_path}: not UTF-8 text (byte {e.start})") from None
-    except RecursionError:
-        raise ArtifactError(f"{meta_path}: nested too deeply to be a readout.json") from None
-    except ValueError as e:
-        raise ArtifactError(f"{meta_path}: not valid JSON ({e})") from None
+    meta = loads(raw, lambda why: ArtifactError(f"{meta_path}: {why}"))
     if not isinstance(meta, dict):
         raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
     try:  # a "\ud800" escape parses to a lone surrogate, which no file, terminal or tokenizer can carry
@@ -199,10 +195,6 @@ def read_meta(root: Path) -> dict[str, Any]:
         err = errors[0]
         raise ArtifactError(f"{meta_path} {json_path(err.absolute_path)}: {err.message[:300]}")
     return meta
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = True) -> Artifact:

@@ -86,15 +86,13 @@ class TextEncoder:
             return
         specials = tok.num_special_tokens_to_add(True)
         limit = self.max_length - specials - int(trunc["stride"]) - 1
-        n = len(inputs)
         if self._measure is None:  # the same tokenizer, uncut: the shared one may refuse a lone text outright
             self._measure = Tokenizer.from_str(self.tokenizer.to_str())
             self._measure.no_truncation()
-        lengths = [len(e.ids) for e in self._measure.encode_batch([a for a, _ in inputs] + [b for _, b in inputs],
-                                                                    add_special_tokens=False)]
-        for j in range(n):
-            first, second = lengths[j], lengths[n + j]
-            if first > limit and first + second + specials > self.max_length:
+        firsts = [len(e.ids) for e in self._measure.encode_batch([a for a, _ in inputs], add_special_tokens=False)]
+        for j, first in enumerate(firsts):  # questions are short: only a long one has its context measured
+            if first > limit and first + len(self._measure.encode(inputs[j][1], add_special_tokens=False).ids) \
+                    + specials > self.max_length:
                 raise InputRefused(f"item {base + j}: the question is {first} tokens; with this artifact's "
                                    f"max_length {self.max_length} and window stride {trunc['stride']} a question "
                                    f"may have at most {limit} tokens beside a context that needs windows")

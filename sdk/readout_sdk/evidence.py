@@ -105,10 +105,11 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
     doc = read_kept(root, "parity", listing)
     if doc is None:
         status = kept_status(root, "parity", listing)
+        shown = "ARTIFACT" if root.name.startswith(".") else root  # a build's staging directory: not its name
         if status == "absent":
-            return None, f"no {PARITY_FILE}: run `readout-export parity ARTIFACT`"
+            return None, f"no {PARITY_FILE}: run `readout-export parity {shown}`"
         return None, (f"{PARITY_FILE} is {WHY_IGNORED[status]}, so it is not evidence: run "
-                      "`readout-export parity ARTIFACT` again")
+                      f"`readout-export parity {shown}` again")
     if release_id is None or doc.get("release_id") != release_id:
         return None, (f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one "
                       f"({str(release_id)[:12]})")

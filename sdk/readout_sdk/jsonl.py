@@ -3,7 +3,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+
+def loads(data: bytes | str, fail: Callable[[str], Exception]) -> Any:
+    """Strict JSON: UTF-8, no NaN or Infinity, bounded nesting. What is wrong goes to ``fail`` (a short
+    description such as "not UTF-8 text (byte 3)"; the caller adds where), whose error is raised."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise fail(f"not UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise fail("nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise fail(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except ValueError as e:  # NaN, Infinity
+        raise fail(f"not valid JSON ({e})") from None
 
 
 def objects(path: str | Path, error: type[Exception] = ValueError,
@@ -20,18 +36,11 @@ def objects(path: str | Path, error: type[Exception] = ValueError,
         line = line.removesuffix("\r")
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line, parse_constant=_no_constant)
-        except json.JSONDecodeError as e:
-            raise error(f"{path}:{n}: not JSON ({e.msg})") from None
-        except RecursionError:
-            raise error(f"{path}:{n}: nested too deeply") from None
-        except ValueError as e:
-            raise error(f"{path}:{n}: {e}") from None
+        obj = loads(line, lambda why, n=n: error(f"{path}:{n}: {why}"))
         if not isinstance(obj, dict):
             raise error(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}")
         yield n, obj
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise ValueError(f"{name}: not a finite number")
