@@ -14,6 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach a
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # the split-role ledger of this run only (never the user's): `readout_sdk.evaluation.lineage`
 os.environ["READOUT_EXPORT_LEDGER"] = __import__("tempfile").mkdtemp(prefix="readout-ledger-")
+# compiled-model caches of this run only (never the user's ~/.cache): `readout_sdk.compiled_cache`
+os.environ["READOUT_EXPORT_CACHE"] = __import__("tempfile").mkdtemp(prefix="readout-cache-")
 
 MEASURED: dict[str, tuple[float, str]] = {}
 

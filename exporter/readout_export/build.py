@@ -147,6 +147,10 @@ def _calibration(record: dict[str, Any], staging: Path) -> list[dict[str, Any]]:
     return [feed_for(record, [part]) for parts in spec.encode(ctx, 0, items) for part in parts]
 
 
+def _write_meta(staging: Path, meta: dict[str, Any]) -> None:
+    (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
@@ -197,6 +201,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in outputs])
     pending = []
     for t in plan.targets:
+        if t["precision"] == "auto":  # searched and proven once the artifact can be opened (below)
+            continue
         if t["format"] == "tensorrt":  # compiled on the machine that runs it: `readout-export compile`
             pending.append({"target": target_name(t), "precision": t["precision"], "profile": t["profile"]})
             step(f"{target_name(t)}: compile on the machine that will run it: readout-export compile "
@@ -221,8 +227,6 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         if "isa" in t:
             entry["isa"] = t["isa"]
         targets.append(entry)
-    if not any(t["file"] == fp32_name for t in targets):
-        (staging / fp32_name).unlink()
     meta = {
         "abi": record,
         "targets": targets,
@@ -236,5 +240,13 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         meta["compile"] = pending
     meta["serving"] = {"min_parity": plan.min_parity}
     meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
-    (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _write_meta(staging, meta)
+    for t in plan.targets:
+        if t["precision"] == "auto":
+            from readout_export.budgeted import build_budgeted
+
+            build_budgeted(plan, t, staging, fp32_name, meta, _calibration(record, staging), step)
+            _write_meta(staging, meta)
+    if not any(t["file"] == fp32_name for t in targets):
+        (staging / fp32_name).unlink()
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

@@ -51,14 +51,15 @@ def quantize_dynamic_int8(fp32: Path, out: Path, isa: str) -> None:
                      op_types_to_quantize=["MatMul", "Gemm"], reduce_range=(isa == "avx2"))
 
 
-def quantize_static_openvino(fp32: Path, out: Path, feeds: Iterable[dict[str, Any]]) -> int:
-    """The openvino recipe (see the module docstring); returns how many nodes stayed in higher precision."""
+def quantize_static_openvino(fp32: Path, out: Path, feeds: Iterable[dict[str, Any]], keep_narrowing: bool = True) -> int:
+    """The openvino recipe (see the module docstring); returns how many nodes stayed in higher precision.
+    ``keep_narrowing=False``: every MatMul is quantized (the budget search chooses what goes back to float)."""
     import nncf
     import onnx
 
     nncf.set_log_level(logging.ERROR)
     model = onnx.load(str(fp32))
-    kept = narrowing_matmuls(model)
+    kept = narrowing_matmuls(model) if keep_narrowing else []
     data = list(feeds)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # progress bars
         quantized = nncf.quantize(model, nncf.Dataset(data), subset_size=len(data),

@@ -26,7 +26,7 @@ from readout_export.source import ModelSource, config_int, read_source
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
 # (format, precision, runtime). bf16 is the fp32 graph run with OpenVINO's bf16 inference precision (ONNX
 # Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see quantize.py).
-SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
+SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "auto", "openvino"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
                      ("onnx", "bf16", "openvino"), ("onnx", "fp16", "onnxruntime"),
                      ("tensorrt", "fp32", "tensorrt"), ("tensorrt", "fp16", "tensorrt"), ("tensorrt", "bf16", "tensorrt"),
                      ("tensorrt", "int8", "tensorrt")}
@@ -121,20 +121,26 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
 
 def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
     """Budget overrides name metrics the family measures (a typo would silently gate nothing)."""
+    for precision, metrics in budgets.items():
+        _check_metrics(family, metrics, f"$.parity.{precision}", bounded=True)
+
+
+def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bool = False) -> None:
+    """Metric names the family measures (with a did-you-mean) and values within each metric's range;
+    ``bounded``: values are {"min"|"max": value} as in the parity section, else plain numbers."""
     import difflib
 
     spec = family_spec(family)
     known = (*spec.metric_names, *spec.raw_metric_names)
-    for precision, metrics in budgets.items():
-        for metric, bound in metrics.items():
-            if metric not in known:
-                near = difflib.get_close_matches(metric, known, 1)
-                raise ManifestError(f"$.parity.{precision}.{metric}", f"{family} measures {list(known)}"
-                                    + (f"; did you mean {near[0]!r}?" if near else ""))
-            for side, value in bound.items():
-                why = out_of_range(metric, value)
-                if why:
-                    raise ManifestError(f"$.parity.{precision}.{metric}.{side}", why)
+    for metric, bound in metrics.items():
+        if metric not in known:
+            near = difflib.get_close_matches(metric, known, 1)
+            raise ManifestError(f"{where}.{metric}", f"{family} measures {list(known)}"
+                                + (f"; did you mean {near[0]!r}?" if near else ""))
+        for side, value in (bound.items() if bounded else [("", bound)]):
+            why = out_of_range(metric, value)
+            if why:
+                raise ManifestError(f"{where}.{metric}" + (f".{side}" if side else ""), why)
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
@@ -218,6 +224,12 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
                                                    f"{', '.join(sorted(target_name(dict(zip(('format', 'precision', 'runtime'), k))) for k in SUPPORTED_TARGETS))})")
         if "isa" in t and (t["precision"] != "int8" or t["format"] != "onnx"):
             raise ManifestError(f"$.targets[{i}].isa", "isa applies to onnx int8 targets only")
+        if (t["precision"] == "auto") != ("budget" in t):
+            raise ManifestError(f"$.targets[{i}].budget",
+                                "precision 'auto' needs a budget, e.g. {\"min_cosine\": 0.999}" if "budget" not in t
+                                else "budget applies to precision 'auto' only")
+        if "budget" in t:
+            _check_metrics(plan.family, t["budget"], f"$.targets[{i}].budget")
         if "profile" in t and t["format"] != "tensorrt":
             raise ManifestError(f"$.targets[{i}].profile", "profile applies to tensorrt targets only")
         if t["format"] == "tensorrt":
@@ -243,6 +255,9 @@ def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
                     source["isa"] = "avx512-vnni"
                 resolved.append(source)
     for i, t in enumerate(resolved):
+        if t["precision"] == "auto" and importlib.util.find_spec("nncf") is None:
+            raise ManifestError(f"$.targets[{i}]", "precision 'auto' searches NNCF int8 graphs on OpenVINO, which are "
+                                                   "not installed: pip install 'readout-export[openvino]'")
         if t["runtime"] == "openvino" and t["precision"] == "int8" and importlib.util.find_spec("nncf") is None:
             where = f"$.targets[{i}]" if i < len(targets) else "$.targets"
             raise ManifestError(where, "onnx-int8-openvino (also the source of tensorrt-int8) is calibrated with "

@@ -58,6 +58,11 @@ def summarize(art: Artifact) -> str:
         runs = "/".join(t.backends)
         extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.format == "tensorrt" else ""
         lines.append(f"  target     {t.name:<19} {t.file}  sha256 {t.sha256[:16]}…  (runs on {runs}{extra})")
+        if t.recipe:  # a budgeted target: what it keeps, what was chosen, where it was tuned
+            r = t.recipe
+            budget = ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in r["budget"].items())
+            lines.append(f"             budget {budget}: {r.get('chosen')} (proof {(r.get('proof') or {}).get('decision')}, "
+                         f"{len((r.get('search') or {}).get('frontier', []))} candidates measured on {r.get('tuned_on')})")
     for p in art.extra.get("compile", []):
         lines.append(f"  target     {p['target']:<19} not compiled yet: readout-export compile {art.path} "
                      f"--target {p['target']} (on the machine that will run it)")

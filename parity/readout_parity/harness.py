@@ -22,7 +22,7 @@ from readout_sdk.errors import DeviceUnavailable
 from readout_sdk.families import Context, Family, get
 from readout_sdk.runners import Runner
 
-from readout_parity.checks import Check, budgets_for, decide, not_evaluated
+from readout_parity.checks import Check, decide, not_evaluated, target_budgets
 from readout_parity.corpus import default_corpus, load_corpus
 
 DEFAULT_WIDTHS = (1, 2, 7, 32)
@@ -120,7 +120,7 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
     """(provider label, runner factory or the reason it cannot run here) for every way the SDK can run
     ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU, TensorRT."""
     from readout_sdk.backend import installed
-    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16, openvino_precision
+    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16, target_precision
 
     path = art.path / target.file
     out: list[tuple[str, Any]] = []
@@ -140,7 +140,7 @@ def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[
             if target.precision == "bf16" and not bf16:
                 out.append(("OpenVINO:CPU", "this CPU has no native bf16 (avx512-bf16 or AMX)"))
                 continue
-            out.append(("OpenVINO:CPU", lambda p=openvino_precision(target.precision): OpenVINORunner(path, p)))
+            out.append(("OpenVINO:CPU", lambda p=target_precision(target): OpenVINORunner(path, p)))
     return out
 
 
@@ -216,7 +216,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                                    f"{side} padding, batch {width}")
                 finally:
                     runner.close()
-                budgets = budgets_for(target.precision, overrides)
+                budgets = target_budgets(target, overrides)
                 gated = 0
                 for metric, (value, where) in sorted(worst.items()):
                     if metric in budgets:

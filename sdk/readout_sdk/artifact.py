@@ -26,7 +26,7 @@ class ArtifactError(RuntimeError):
     """An artifact that cannot be trusted or read."""
 
 
-DEFAULT_RUNTIME = {"bf16": "openvino"}
+DEFAULT_RUNTIME = {"bf16": "openvino", "auto": "openvino"}
 # the ONNX graph (precision, runtime) each TensorRT precision is compiled from
 TENSORRT_SOURCE = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
                    "int8": ("int8", "openvino")}
@@ -45,7 +45,8 @@ def target_name(fmt: str, precision: str, runtime: str | None = None) -> str:
 # graph; the dynamic int8 graph uses ONNX Runtime's integer ops; a QDQ int8 graph runs on both.
 RUNS_ON = {("fp32", "onnxruntime"): ("onnxruntime", "openvino"), ("int8", "onnxruntime"): ("onnxruntime",),
            ("int8", "openvino"): ("openvino", "onnxruntime"), ("bf16", "openvino"): ("openvino",),
-           ("fp16", "onnxruntime"): ("onnxruntime",)}
+           ("fp16", "onnxruntime"): ("onnxruntime",),
+           ("auto", "openvino"): ("openvino",)}  # budgeted: tuned and proven on OpenVINO (its recipe says how)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Target:
     tensorrt: str | None = None                    # tensorrt: version the plan was built with
     compute_capability: str | None = None          # tensorrt: GPU the plan was built for
     gpu: str | None = None
+    recipe: dict[str, Any] | None = field(default=None, hash=False, compare=False)  # precision auto: how it was chosen
 
     @property
     def name(self) -> str:

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from readout_sdk.errors import DeviceUnavailable
 
-PRECISION_ORDER = ("fp32", "bf16", "fp16", "int8")  # most precise first
+PRECISION_ORDER = ("fp32", "bf16", "fp16", "int8", "auto")  # most precise first (auto: whatever its budget keeps)
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 MAX_PROFILE_BATCH = 256
 

@@ -27,12 +27,13 @@ from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
+from readout_sdk.compiled_cache import tensorrt_cache_dir
 from readout_sdk.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
-from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, openvino_precision
+from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, target_precision
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+PRECISIONS = ("fp32", "bf16", "fp16", "int8", "auto")
 DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see README)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 
@@ -122,10 +123,11 @@ def _json(name: str, text: str) -> Any:
 def _runner(art: Artifact, picked: Target, backend: str, device: str, streams: int | None,
             threads: int | None) -> Runner:
     if backend == "openvino":
-        return OpenVINORunner(art.path / picked.file, openvino_precision(picked.precision), streams, threads)
+        return OpenVINORunner(art.path / picked.file, target_precision(picked), streams, threads,
+                              graph_sha256=picked.sha256)
     if backend == "tensorrt":
         return TensorRTRunner(art.path / picked.file, art.record, str(art.path))
-    cache = Path.home() / ".cache" / "readout-export" / "tensorrt" / picked.sha256[:16]
+    cache = tensorrt_cache_dir(picked.sha256)
     runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1, threads)
     if device == "cuda" and runner.device == "cpu":
         runner.close()

@@ -120,6 +120,13 @@ def openvino_precision(target_precision: str, core: Any | None = None) -> str:
     return "f32"
 
 
+def target_precision(target: Any, core: Any | None = None) -> str:
+    """OpenVINO inference precision for an artifact target: a budgeted target's recipe says it (the
+    precision it was tuned and proven at); otherwise :func:`openvino_precision` of its precision."""
+    recipe = getattr(target, "recipe", None) or {}
+    return recipe.get("inference_precision") or openvino_precision(target.precision, core)
+
+
 class OpenVINORunner:
     """OpenVINO on the CPU, reading the artifact's ONNX graph directly. ``inference_precision`` is 'f32'
     (set explicitly: OpenVINO would otherwise pick bf16 on AMX machines) or 'bf16'. The THROUGHPUT hint
@@ -128,7 +135,11 @@ class OpenVINORunner:
     backend = "openvino"
     device = "cpu"
 
-    def __init__(self, path: Path, inference_precision: str, streams: int | None = None, threads: int | None = None):
+    def __init__(self, path: Path, inference_precision: str, streams: int | None = None, threads: int | None = None,
+                 graph_sha256: str | None = None):
+        """``graph_sha256`` (the verified sha256 readout.json lists for the file): keep the compiled model
+        in this user's cache (`readout_sdk.compiled_cache`), so the next process imports it instead of
+        compiling; without it, or with caching off, the graph is compiled every time."""
         core = openvino_core()
         if inference_precision == "bf16" and not cpu_has_bf16(core):
             raise DeviceUnavailable("precision 'bf16' needs a CPU with avx512-bf16 or AMX; this CPU offers "
@@ -139,7 +150,7 @@ class OpenVINORunner:
             config["NUM_STREAMS"] = str(streams)
         if threads:
             config["INFERENCE_NUM_THREADS"] = int(threads)
-        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        self.compiled, cache, self._cache = _compile_openvino(core, path, config, graph_sha256)
         self.streams = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(self.streams):
@@ -147,7 +158,7 @@ class OpenVINORunner:
         self._ports = {out.get_any_name(): out for out in self.compiled.outputs}
         self.providers = ("OpenVINO:CPU",)
         self.execution = {"provider": "OpenVINO:CPU", "inference_precision": inference_precision,
-                          "streams": self.streams}
+                          "streams": self.streams, "compiled_cache": cache}
         self._path = path
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -159,15 +170,50 @@ class OpenVINORunner:
             self._free.put(request)
 
     def embedded_metadata(self) -> dict[str, str]:
-        from readout_sdk.artifact import read_onnx_record
-        from readout_sdk.abi import METADATA_KEY
+        """The record the graph embeds. With the compiled-model cache, it is read from the graph once and
+        kept beside the blob: the cache directory is keyed by the graph's verified sha256, so the record
+        kept there is the one these bytes embed (reading it costs an ONNX Runtime session, ~0.3 s)."""
         import json
 
-        return {METADATA_KEY: json.dumps(read_onnx_record(self._path))}
+        from readout_sdk.abi import METADATA_KEY
+        from readout_sdk.artifact import read_onnx_record
+        from readout_sdk.atomic import write_atomic
+
+        kept = self._cache / "record.json" if self._cache is not None else None
+        if kept is not None:
+            try:
+                return {METADATA_KEY: json.dumps(json.loads(kept.read_text(encoding="utf-8")))}
+            except (OSError, ValueError):
+                pass
+        record = read_onnx_record(self._path)
+        if kept is not None:
+            try:
+                write_atomic(kept, json.dumps(record).encode("utf-8"))
+            except OSError:
+                pass
+        return {METADATA_KEY: json.dumps(record)}
 
     def close(self) -> None:
         self._free = queue.SimpleQueue()  # drop the infer requests, then the compiled model
         self.compiled = None
+
+
+def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha256: str | None
+                      ) -> tuple[Any, str, Path | None]:
+    """The compiled model, what the cache did ('hit': imported, 'stored': compiled and written, 'off') and
+    the cache directory used. A cache that cannot be written or read (read-only home, a damaged blob) costs only the compile."""
+    from readout_sdk.compiled_cache import openvino_cache_dir
+
+    where = openvino_cache_dir(graph_sha256) if graph_sha256 else None
+    if where is not None:
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            had = any(where.glob("*.blob"))
+            compiled = core.compile_model(str(path), "CPU", {**config, "CACHE_DIR": str(where)})
+            return compiled, "hit" if had else "stored", where
+        except Exception:  # noqa: BLE001  # any cache trouble falls back to a plain compile below
+            pass
+    return core.compile_model(core.read_model(str(path)), "CPU", config), "off", None
 
 
 TENSORRT_EXTRA = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "

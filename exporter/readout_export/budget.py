@@ -1,0 +1,210 @@
+"""Budgeted targets (``"precision": "auto"``): the fastest graph that keeps a declared parity budget.
+
+The search, on a calibration corpus that is not the parity corpus (`readout_parity.corpus.mixed_corpus`
+at the calibration seeds; the parity harness uses its built-in corpus):
+
+1. NNCF quantizes the fp32 graph once (the onnx-int8-openvino recipe, nothing left out), and
+   `readout_export.mixed` ranks its int8 nodes by the error each adds on its own (measured on the
+   calibration feeds).
+2. Candidates are measured end to end on the search corpus, each on OpenVINO as the SDK runs it:
+   the fp32 graph (and the bf16 inference precision where the CPU has it), and the int8 graph with the
+   k most sensitive nodes put back in float, k on a doubling schedule and then bisected down to the
+   fewest nodes that keep the budget. Every candidate's parity (the family's own metrics, as the
+   harness computes them) and items/s form the measured frontier.
+3. The fastest candidate that keeps the budget on the search corpus is proven by the parity harness on
+   the parity corpus (every padding side and batch width); if the proof fails, the next fastest is
+   tried. A budget nothing keeps is a build failure naming the best parity reached.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+SEARCH_ITEMS = 64
+SEARCH_SEED = 20261201  # calibration uses quantize.CALIBRATION_SEED; the bench and parity corpora differ
+SEARCH_WIDTH = 16
+
+
+@dataclass
+class Candidate:
+    """One measured point of the frontier."""
+
+    label: str
+    inference_precision: str
+    float_nodes: list[str]          # int8 nodes put back in float ([] for the all-int8 graph)
+    int8: bool                      # False: the fp32 graph itself
+    parity: dict[str, float] = field(default_factory=dict)
+    items_per_s: float = 0.0
+    meets: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["float_nodes"] = len(self.float_nodes)
+        return out
+
+
+class Search:
+    """Candidate graphs of one fp32 graph, measured on the search corpus against the fp32 graph."""
+
+    def __init__(self, fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dict[str, float],
+                 work: Path, say: Callable[[str], None]):
+        from readout_parity.corpus import mixed_corpus
+        from readout_parity.harness import _regroup, run_units
+        from readout_sdk.families import Context, get
+        from readout_sdk.runners import OrtRunner
+
+        self.fp32_path, self.record, self.budget, self.work, self.say = fp32_path, record, budget, work, say
+        self.family = get(record["family"])
+        self.ctx = Context(record, tokenizer)
+        self.items = [self.family.check_item(i, x) for i, x in
+                      enumerate(mixed_corpus(self.family, SEARCH_ITEMS, SEARCH_SEED))]
+        self.groups = self.family.encode(self.ctx, 0, self.items)
+        self.units = [u for g in self.groups for u in g]
+        self._run_units, self._regroup = run_units, _regroup
+        ref_runner = OrtRunner(fp32_path, ["CPUExecutionProvider"])
+        try:
+            self.ref = _regroup(run_units(ref_runner, record, self.units, "right", 1), self.groups)
+        finally:
+            ref_runner.close()
+        self.ref_decided = self.family.decisions(self.ctx, self.items, self.ref, self.groups)
+        self.count = 0
+
+    def measure(self, cand: Candidate, path: Path) -> Candidate:
+        """Parity on the search corpus (that pass also warms the graph up), then items/s of one timed pass.
+        One OpenVINO stream with every core: the passes run one batch at a time."""
+        from readout_sdk.backend import meets
+        from readout_sdk.runners import OpenVINORunner
+
+        runner = OpenVINORunner(path, cand.inference_precision, streams=1)
+        try:
+            out = self._run_units(runner, self.record, self.units, "right", SEARCH_WIDTH)
+            start = time.perf_counter()
+            self._run_units(runner, self.record, self.units, "right", SEARCH_WIDTH)
+            best = time.perf_counter() - start
+        finally:
+            runner.close()
+        got = self._regroup(out, self.groups)
+        cand.parity = {m: float(v) for m, v in self.family.metrics(self.ctx, self.items, got, self.ref, self.groups,
+                                                                    self.ref_decided).items()}
+        cand.items_per_s = len(self.items) / best
+        cand.meets = meets(cand.parity, self.budget)
+        self.count += 1
+        self.say(f"  {cand.label}: {_parity_text(cand.parity, self.budget)}, {cand.items_per_s:.1f} items/s"
+                 f"{'' if cand.meets else ' (misses the budget)'}")
+        return cand
+
+
+def _parity_text(parity: dict[str, float], budget: dict[str, float]) -> str:
+    return ", ".join(f"{m} {parity.get(m, float('nan')):.6f}" for m in budget)
+
+
+def _schedule(n: int) -> list[int]:
+    ks, k = [0], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return ks + [n]
+
+
+@dataclass
+class Outcome:
+    """What the search found: candidates that keep the budget, fastest first, and everything measured."""
+
+    keeping: list[tuple[Candidate, Path]]
+    frontier: list[Candidate]
+    ranking: list[tuple[str, float]]   # int8 nodes by measured local error, most sensitive first
+    int8_nodes: int
+    seconds: float
+
+
+def search(fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dict[str, float],
+           calibration: list[dict[str, np.ndarray]], work: Path, say: Callable[[str], None]) -> Outcome:
+    """Run the search of the module docstring; candidate graphs are written under ``work``."""
+    import onnx
+
+    from readout_export.mixed import int8_units, local_errors, restore_float
+    from readout_export.quantize import quantize_static_openvino
+    from readout_sdk.runners import cpu_has_bf16
+
+    start = time.monotonic()
+    s = Search(fp32_path, record, tokenizer, budget, work, say)
+    precisions = ["f32"] + (["bf16"] if cpu_has_bf16() else [])
+    frontier: list[tuple[Candidate, Path]] = []
+    for p in precisions:
+        frontier.append((s.measure(Candidate(f"fp32 graph at {p}", p, [], False), fp32_path), fp32_path))
+    say(f"  quantizing every MatMul with NNCF on {len(calibration)} calibration feeds")
+    all_int8 = work / "int8-all.onnx"
+    quantize_static_openvino(fp32_path, all_int8, calibration, keep_narrowing=False)
+    quantized, fp32 = onnx.load(str(all_int8)), onnx.load(str(fp32_path))
+    units = int8_units(quantized, fp32)
+    errors = local_errors(fp32, units, calibration[:32])
+    ranking = sorted(errors.items(), key=lambda kv: -kv[1])
+    order = [name for name, _ in ranking]
+
+    def variant(k: int, p: str) -> tuple[Candidate, Path]:
+        path = all_int8 if k == 0 else work / f"int8-float{k}.onnx"
+        if k and not path.exists():
+            model = restore_float(quantized, fp32, order[:k])
+            _copy_metadata(quantized, model)
+            onnx.save(model, str(path))
+        label = f"int8, {k} most sensitive of {len(order)} int8 nodes in float, rest at {p}"
+        return s.measure(Candidate(label, p, order[:k], True), path), path
+
+    for p in precisions:
+        tried: dict[int, tuple[Candidate, Path]] = {}
+        low, high = None, None
+        for k in _schedule(len(order)):
+            tried[k] = variant(k, p)
+            if tried[k][0].meets:
+                high = k
+                break
+            low = k
+        if high is not None and low is not None:  # bisect to the fewest float nodes that keep the budget
+            while high - low > 1:
+                mid = (low + high) // 2
+                tried[mid] = variant(mid, p)
+                low, high = (low, mid) if tried[mid][0].meets else (mid, high)
+        frontier += tried.values()
+    keeping = sorted((fp for fp in frontier if fp[0].meets), key=lambda fp: -fp[0].items_per_s)
+    return Outcome(keeping, [c for c, _ in frontier], ranking, len(order), time.monotonic() - start)
+
+
+def _copy_metadata(src: Any, dst: Any) -> None:
+    """The ABI record travels in metadata_props; every candidate graph carries it."""
+    del dst.metadata_props[:]
+    for p in src.metadata_props:
+        entry = dst.metadata_props.add()
+        entry.key, entry.value = p.key, p.value
+
+
+def best_reached(frontier: list[Candidate], budget: dict[str, float]) -> str:
+    """The candidate closest to the budget, for the failure message."""
+    metric = next(iter(budget))
+    lower = metric.endswith("error")
+    pick = (min if lower else max)(frontier, key=lambda c: c.parity.get(metric, float("inf") if lower else -1.0))
+    return f"best {metric} reached {pick.parity.get(metric, float('nan')):.6f} ({pick.label})"
+
+
+def recipe(chosen: Candidate, outcome: Outcome, budget: dict[str, float], proof: dict[str, Any],
+           machine: str) -> dict[str, Any]:
+    """What readout.json keeps about a budgeted target: the budget, the choice, the frontier, the machine."""
+    from readout_export.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
+
+    return {
+        "budget": dict(budget),
+        "chosen": chosen.label,
+        "inference_precision": chosen.inference_precision,
+        "int8": chosen.int8,
+        "float_nodes": list(chosen.float_nodes),
+        "int8_nodes": (outcome.int8_nodes - len(chosen.float_nodes)) if chosen.int8 else 0,
+        "search": {"calibration": {"items": CALIBRATION_ITEMS, "seed": CALIBRATION_SEED},
+                   "corpus": {"items": SEARCH_ITEMS, "seed": SEARCH_SEED, "batch_width": SEARCH_WIDTH},
+                   "sensitivity": [{"node": n, "local_error": round(e, 6)} for n, e in outcome.ranking],
+                   "frontier": [c.summary() for c in outcome.frontier], "seconds": round(outcome.seconds, 1)},
+        "proof": proof,
+        "tuned_on": machine,
+    }

@@ -1,0 +1,92 @@
+"""The build step of a budgeted target: search (`readout_export.budget`), then prove with the parity harness.
+
+The proof runs the harness on the artifact being staged (its readout.json already written), for this
+target only, against the staged fp32 graph on ONNX Runtime (the build has just checked that graph
+against eager PyTorch); the candidate is listed only once every gated check passes.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
+from readout_sdk.backend import machine_id
+
+from readout_export.errors import ManifestError
+from readout_export.plan import Plan
+from readout_export.resolve import target_name
+
+REFERENCE_LABEL = "the onnx-fp32 graph on ONNX Runtime (checked against eager PyTorch by this build)"
+
+
+def _floor(budget: dict[str, float]) -> str:
+    return ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in budget.items())
+
+
+def _where(plan: Plan) -> str:
+    stated = plan.manifest.data.get("targets") or []
+    i = next((k for k, t in enumerate(stated) if isinstance(t, dict) and t.get("precision") == "auto"), 0)
+    return f"$.targets[{i}].budget"
+
+
+def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str, meta: dict[str, Any],
+                   calibration: list[dict[str, Any]], step: Callable[[str], None]) -> None:
+    """Search, prove and list the budgeted target ``t`` in ``meta`` (a ManifestError when nothing keeps
+    its budget)."""
+    from readout_parity.harness import Reference, run_parity
+    from readout_sdk.runners import OrtRunner
+
+    from readout_export.budget import best_reached, recipe, search
+
+    budget = {m: float(v) for m, v in t["budget"].items()}
+    name = target_name(t)
+    work = staging / ".search"  # inside the staging directory: swept with it if the build is killed
+    step(f"{name}: searching for the fastest graph that keeps {_floor(budget)} (calibration corpus)")
+    try:
+        work.mkdir()
+        outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step)
+        if not outcome.keeping:
+            raise ManifestError(_where(plan), f"no recipe keeps {_floor(budget)} on the calibration corpus: "
+                                              f"{best_reached(outcome.frontier, budget)}")
+        failed: list[str] = []
+        rejected: list[dict[str, str]] = []
+        for cand, path in outcome.keeping:
+            file = f"model.{name}.onnx" if cand.int8 else fp32_name  # the fp32 graph itself is shared, as bf16's
+            if cand.int8:
+                shutil.copyfile(path, staging / file)
+            else:  # an int8 candidate whose proof failed leaves nothing behind
+                (staging / f"model.{name}.onnx").unlink(missing_ok=True)
+            entry = {"format": "onnx", "precision": "auto", "runtime": "openvino", "file": file,
+                     "sha256": sha256_file(staging / file),
+                     "recipe": recipe(cand, outcome, budget, {"decision": "PENDING"}, machine_id())}
+            meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"] + [entry]
+            (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            step(f"{name}: proving '{cand.label}' with the parity harness on the parity corpus")
+            reference = Reference(OrtRunner(staging / fp32_name, ["CPUExecutionProvider"]), REFERENCE_LABEL)
+            try:
+                report = run_parity(staging, only=[name], reference=reference)
+            finally:
+                reference.close()
+            gated = [c for c in report.checks if c.target == name]
+            proof = {"decision": "PASS" if gated and all(c.decision == "PASS" for c in gated) else "FAIL",
+                     "reference": REFERENCE_LABEL, "corpus": report.corpus, "grid": report.grid,
+                     "checks": [c.to_json() for c in gated]}
+            entry["recipe"]["proof"] = proof
+            entry["recipe"]["rejected_by_proof"] = list(rejected)
+            if proof["decision"] == "PASS":
+                step(f"{name}: kept {_floor(budget)} on the parity corpus ("
+                     + ", ".join(f"{c.metric} {c.measured:.6f}" for c in gated) + f"); {cand.items_per_s:.1f} "
+                     f"items/s on the search corpus")
+                return
+            failed.append(", ".join(f"{c.metric} {c.measured}" for c in gated if c.decision != "PASS") or "not evaluated")
+            rejected.append({"label": cand.label, "failed": failed[-1]})
+            step(f"{name}: the proof failed ({failed[-1]}); trying the next candidate")
+        meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"]
+        (staging / f"model.{name}.onnx").unlink(missing_ok=True)
+        raise ManifestError(_where(plan), f"no recipe keeps {_floor(budget)} on the parity corpus: the "
+                                          f"{len(failed)} candidates that kept it on the calibration corpus reached "
+                                          + "; ".join(failed))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
