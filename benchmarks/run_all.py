@@ -1,10 +1,14 @@
 """Build the benchmark artifacts and bench each one: `python benchmarks/run_all.py [--items N] [--repeats R]`.
 
-A benchmark, not a test. Results land in benchmarks/results/ (NAME.json, NAME.png, NAME.txt).
+A benchmark, not a test. Results land in benchmarks/results/ (NAME.json, NAME.png, NAME.txt, and
+NAME.build.log: the build's log, with the budget search's measured frontier). Models: see prepare.py
+(MiniLM and its two seeded heads are real-size; bert-base is BERT-base geometry with random weights).
+The base-size model runs on fewer items by default (--base-items): it is about 8x MiniLM's work.
 """
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +18,11 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--items", default="512")
+    parser.add_argument("--items", default="512", help="corpus items for the MiniLM-size models")
+    parser.add_argument("--base-items", default="128", help="corpus items for the base-size model")
     parser.add_argument("--repeats", default="5")
-    parser.add_argument("--only", help="bench only this artifact name (minilm, minilm-sentiment, minilm-ner)")
+    parser.add_argument("--only", action="append",
+                        help="bench only this artifact (minilm, bert-base, minilm-sentiment, minilm-ner); repeatable")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from prepare import main as prepare
@@ -25,10 +31,13 @@ def main() -> None:
     results.mkdir(exist_ok=True)
     for manifest in prepare():
         name = manifest.name.split(".")[0]
-        if args.only and name != args.only:
+        if args.only and name not in args.only:
             continue
+        print(f"building {name} (the budgeted target searches on a calibration corpus: minutes)", flush=True)
         subprocess.run(["readout-export", "build", str(manifest), "--force", "--quiet"], check=True)
-        done = subprocess.run(["readout-export", "bench", str(HERE / "dist" / name), "--items", args.items,
+        shutil.copyfile(HERE / "dist" / name / "build.log", results / f"{name}.build.log")
+        items = args.base_items if name == "bert-base" else args.items
+        done = subprocess.run(["readout-export", "bench", str(HERE / "dist" / name), "--items", items,
                                "--repeats", args.repeats, "--json", str(results / f"{name}.json"),
                                "--plot", str(results / f"{name}.png")], check=True, capture_output=True, text=True)
         (results / f"{name}.txt").write_text(done.stdout)

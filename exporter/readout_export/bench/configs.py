@@ -139,7 +139,8 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     if pooled and pooling not in (["mean"], "mean"):
         why = "the plain-graph peers implement mean pooling only"
         return [Config(f"{n} (plain graph)", "peer", p, skip=why)
-                for n, p in (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"))]
+                for n, p in (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"),
+                             ("onnxruntime dynamic int8", "int8"), ("openvino int8 (NNCF defaults)", "int8"))]
     path = work / "plain.onnx"
     _export_plain(graph, tokenizer, record, path)
     names = [i["name"] for i in record["inputs"]]
@@ -176,7 +177,58 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
         fn = _batched(tokenizer, pad, names,
                       lambda f, r=request, c=compiled: readout(r.infer(f)[c.outputs[0]], f), spec.per_row)
         configs.append(Config(name, "peer", precision, fn, fn))
+    configs += _int8_peers(path, tokenizer, pad, names, readout, spec, work)
     return configs
+
+
+PEER_CALIBRATION = 32  # texts NNCF calibrates the peer's int8 graph on (its own seed, not the bench corpus)
+
+
+def _int8_peers(plain: Path, tokenizer: Any, pad: int, names: list[str], readout: Callable[..., np.ndarray],
+                spec: Any, work: Path) -> list[Config]:
+    """int8 as a user would get it from the tools alone, on the plain graph: ONNX Runtime's dynamic
+    quantization (per-channel int8 weights, 7-bit on CPUs without VNNI, as its docs advise) and NNCF's
+    default post-training quantization for transformers run on OpenVINO. Nothing gates their parity."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from readout_parity.corpus import mixed_corpus
+    from readout_sdk.backend import machine_id
+
+    vnni = "vnni" in machine_id()
+    dyn = work / "plain-int8-dynamic.onnx"
+    quantize_dynamic(str(plain), str(dyn), per_channel=True, weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul", "Gemm"], reduce_range=not vnni)
+    session = ort.InferenceSession(str(dyn), providers=["CPUExecutionProvider"])
+    fn = _batched(tokenizer, pad, names, lambda f: readout(session.run(None, f)[0], f), spec.per_row)
+    out = [Config("onnxruntime dynamic int8 + numpy readout (plain graph)", "peer", "int8", fn, fn)]
+    name = "openvino int8 (NNCF defaults) + numpy readout (plain graph)"
+    if not (_importable("nncf") and _importable("openvino")):
+        return out + [Config(name, "peer", "int8", skip="nncf / openvino are not installed")]
+    import contextlib
+    import io
+    import logging
+
+    import nncf
+    import onnx
+    import openvino as ov
+
+    nncf.set_log_level(logging.ERROR)
+    texts = [t for t in mixed_corpus(spec, PEER_CALIBRATION, 7) if isinstance(t, str)]
+    if not texts:
+        return out + [Config(name, "peer", "int8", skip="calibration needs text items")]
+    feeds = [_pad([e], pad, names) for e in tokenizer.encode_batch(texts)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        quantized = nncf.quantize(onnx.load(str(plain)), nncf.Dataset(feeds), subset_size=len(feeds),
+                                  model_type=nncf.ModelType.TRANSFORMER)
+    static = work / "plain-int8-nncf.onnx"
+    onnx.save(quantized, str(static))
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(static)), "CPU", {"PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    fn = _batched(tokenizer, pad, names, lambda f, r=request, c=compiled: readout(r.infer(f)[c.outputs[0]], f),
+                  spec.per_row)
+    return out + [Config(name, "peer", "int8", fn, fn)]
 
 
 def _export_plain(graph: Any, tokenizer: Any, record: dict[str, Any], path: Path) -> None:

@@ -46,6 +46,49 @@ def gemm_peak_openvino(precision: str, n: int = GEMM_N, repeats: int = 5) -> flo
     return 2 * n ** 3 / best / 1e9
 
 
+def gemm_peak_openvino_int8(n: int = GEMM_N, repeats: int = 5) -> float | None:
+    """GFLOP/s (2n^3 multiply-adds counted as FLOPs, as for the float peaks) of one int8 MatMul as OpenVINO
+    runs a quantized graph: FakeQuantize on the activation, an int8 weight constant dequantized per output
+    channel (the pattern its low-precision transformations turn into an integer GEMM: VNNI where the CPU
+    has it, AVX2's vpmaddubsw otherwise). None without OpenVINO."""
+    try:
+        import openvino as ov
+        from openvino import opset13 as ops
+    except ImportError:
+        return None
+    rng = np.random.default_rng(0)
+    x = ops.parameter([n, n], ov.Type.f32, name="x")
+    lo, hi = ops.constant(np.float32(-4.0)), ops.constant(np.float32(4.0))
+    fq = ops.fake_quantize(x, lo, hi, lo, hi, 256)
+    w = ops.constant(rng.integers(-127, 128, (n, n)).astype(np.int8))
+    scale = ops.constant(np.full((1, n), 0.01, np.float32))
+    weight = ops.multiply(ops.convert(w, ov.Type.f32), scale)
+    model = ov.Model([ops.matmul(fq, weight, False, False)], [x], "gemm_int8")
+    core = ov.Core()
+    compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+    feed = {0: rng.standard_normal((n, n)).astype(np.float32)}
+    request.infer(feed)
+    best = min(_timed(lambda: request.infer(feed)) for _ in range(repeats))
+    return 2 * n ** 3 / best / 1e9
+
+
+def cold_start(artifact: Path, target: str, backend: str = "openvino") -> dict[str, Any]:
+    """Import and load times of two fresh processes loading ``target`` with a fresh compiled-model cache:
+    the first compiles (and stores), the second imports what the first stored (`readout_sdk.compiled_cache`)."""
+    import tempfile
+
+    code = ("import json, time; t0 = time.perf_counter(); import readout_sdk; t1 = time.perf_counter(); "
+            f"e = readout_sdk.load({str(artifact)!r}, device='cpu', target={target!r}, backend={backend!r}); "
+            "t2 = time.perf_counter(); "
+            "print(json.dumps({'import_s': t1 - t0, 'load_s': t2 - t1, 'cache': e.runner.execution.get('compiled_cache')}))")
+    with tempfile.TemporaryDirectory(prefix="readout-cold-") as cache:
+        env = {"READOUT_EXPORT_CACHE": cache}
+        first = subprocess_json(code, env=env)
+        cached = subprocess_json(code, env=env)
+    return {"target": target, "backend": backend, "first": first, "cached": cached}
+
+
 def _timed(fn: Any) -> float:
     start = time.perf_counter()
     fn()
@@ -73,9 +116,13 @@ def flop_model(graph: Any, record: dict[str, Any], token_id: int) -> tuple[float
     return f1 / n1 - b * n1, b
 
 
-def subprocess_json(code: str, timeout: float = 900) -> dict[str, Any]:
-    """Run ``code`` in a fresh interpreter (so imports and memory are its own); it prints one JSON line."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+def subprocess_json(code: str, timeout: float = 900, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter (so imports and memory are its own); it prints one JSON line.
+    ``env``: variables set on top of this process's environment."""
+    import os
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,50 +17,76 @@ def to_json(report: BenchReport) -> dict[str, Any]:
 def _parity_text(row: dict[str, Any]) -> str:
     p = row.get("parity") or {}
     if "min_cosine" in p:
-        return f"cos min {p['min_cosine']:.5f} mean {p['mean_cosine']:.5f}"
+        return f"cos min {p['min_cosine']:.6f} mean {p['mean_cosine']:.6f}"
     if "decision_agreement" in p:
         return f"agree {p['decision_agreement']:.4f}"
     return "-"
 
 
+def _n(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
 def table(report: BenchReport) -> str:
+    """The report as people read it: rows, the tier table, machine figures and the goals."""
     c, m = report.corpus, report.machine
     peaks = m["gemm_peak_gflops"]
+    fp32_peak = max([v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None], default=None)
     lines = [f"bench of {report.artifact} ({report.family}) on {m['id']}",
-             f"corpus: {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens (mean {c['mean_tokens']:.0f}), "
+             f"corpus: {c['items']} items of {c['min_tokens']}..{c['max_tokens']} tokens (mean {c['mean_tokens']:.0f}), "
              f"seed {c['seed']}; throughput at batch {c['batch_size']} (SDK rows: at most {c['batch_size']} items and "
-             f"max_batch_tokens padded tokens per batch), median of {c['repeats']}; latency at batch 1 "
-             f"over {c['latency_items']} items (fastest of 3 calls each); parity against eager PyTorch fp32 on the same items", ""]
-    head = (f"{'configuration':<52} {'prec':<5} {'items/s':>8} {'x eager':>7} {'p50 ms':>7} {'p95 ms':>7} "
-            f"{'GFLOP/s':>8} {'%peak':>6} {'SDK ms/batch':>12}  parity")
+             f"max_batch_tokens padded tokens per batch), median of {c['repeats']} passes; latency at batch 1 "
+             f"over {c['latency_items']} items (fastest of 3 calls each); parity against eager PyTorch fp32 on the "
+             "same items", "",
+             "GFLOP/s counts the model's own FLOPs (padding excluded); %peak divides it by the measured GEMM peak of "
+             "the arithmetic the row runs its MatMuls in (the peak column); own work is the SDK's share of the run "
+             "(tokenize, plan, pad, scatter, decode: the run replayed without the graph)", ""]
+    head = (f"{'configuration':<60} {'prec':<5} {'items/s':>8} {'x eager':>7} {'p50 ms':>7} {'p95 ms':>7} "
+            f"{'GFLOP/s':>8} {'peak':>5} {'%peak':>6} {'own work':>9}  parity")
     lines += [head, "-" * len(head)]
     for r in report.rows:
         if r.get("decision") == "NOT_EVALUATED":
-            lines.append(f"{r['name']:<52} {r['precision']:<5} NOT_EVALUATED ({r['reason']})")
+            lines.append(f"{r['name']:<60} {r['precision']:<5} NOT_EVALUATED ({r['reason']})")
             continue
         peak = f"{r['peak_fraction']:.0%}" if r.get("peak_fraction") else "-"
-        ovh = f"{r['overhead_ms_per_batch']:.2f}" if r.get("overhead_ms_per_batch") is not None else "-"
-        if r.get("overhead_fraction") is not None:
-            ovh += f" ({r['overhead_fraction']:.0%})"
-        lines.append(f"{r['name']:<52} {r['precision']:<5} {r['items_per_s']:>8.1f} {r.get('vs_eager', 0):>6.2f}x "
-                     f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['gflops']:>8.1f} {peak:>6} {ovh:>12}  "
-                     f"{_parity_text(r)}")
-    fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
-    lines += ["", f"GEMM peak GFLOP/s ({1536}^3): numpy fp32 {fmt(peaks.get('fp32'))}, OpenVINO f32 "
-                  f"{fmt(peaks.get('openvino_f32'))}, OpenVINO bf16 {fmt(peaks.get('openvino_bf16'))}; model "
+        own = f"{r['overhead_fraction']:.1%}" if r.get("overhead_fraction") is not None else "-"
+        lines.append(f"{r['name']:<60} {r['precision']:<5} {r['items_per_s']:>8.1f} {r.get('vs_eager', 0):>6.2f}x "
+                     f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['gflops']:>8.1f} {r.get('peak', '-'):>5} {peak:>6} "
+                     f"{own:>9}  {_parity_text(r)}")
+    metric = get(report.family).bench_metric.replace("_", " ")
+    lines += ["", f"tiers: the fastest configuration reaching each {metric} (SDK vs peers, eager included)",
+              f"{'tier':<10} {'fastest SDK':<52} {'items/s':>8} {'%peak':>6}   {'fastest peer':<60} {'items/s':>8} "
+              f"{'%peak':>6} {'ratio':>6}  need"]
+    for t in report.tiers:
+        sdk, peer = t["sdk"] or {}, t["peer"] or {}
+
+        def share(x: dict[str, Any]) -> str:
+            return f"{x['peak_fraction']:.0%}" if x.get("peak_fraction") else "-"
+        ratio = f"{t['ratio']:.2f}x" if t["ratio"] else "-"
+        lines.append(f">= {t['tier']:<7g} {sdk.get('name', 'none reached it'):<52} {_n(sdk.get('items_per_s')):>8} "
+                     f"{share(sdk):>6}   {peer.get('name', 'none reached it'):<60} {_n(peer.get('items_per_s')):>8} "
+                     f"{share(peer):>6} {ratio:>6}  >= {t['need']:g}x")
+    lines += ["", f"GEMM peaks, GFLOP/s ({1536}^3, best of 5): fp32 {_n(fp32_peak, 0)} (numpy {_n(peaks.get('fp32'), 0)}, "
+                  f"OpenVINO {_n(peaks.get('openvino_f32'), 0)}), bf16 {_n(peaks.get('openvino_bf16'), 0)} (OpenVINO; "
+                  f"'-': no native bf16), int8 {_n(peaks.get('openvino_int8'), 0)} (OpenVINO u8 x s8 GEMM); model "
                   f"{m['model_flops_per_item'] / 1e9:.2f} GFLOP per corpus item (padding excluded)"]
     if "sdk_import_s" in m:
         base = m.get("base_install", {})
-        lines.append(f"SDK import {m['sdk_import_s']:.3f} s; peak RSS: SDK process {m.get('sdk_peak_rss_mb') or '-'} "
-                     f"MiB, eager process {m.get('eager_peak_rss_mb') or '-'} MiB; base SDK install "
-                     f"{base.get('total_mb', 0):.0f} MiB ({', '.join(f'{k} {v}' for k, v in base.get('distributions', {}).items())})")
+        lines.append(f"SDK import {m['sdk_import_s']:.3f} s; peak RSS: SDK process {_n(m.get('sdk_peak_rss_mb'), 0)} "
+                     f"MiB, eager process {_n(m.get('eager_peak_rss_mb'), 0)} MiB; base SDK install "
+                     f"{base.get('total_mb', 0):.0f} MiB ({', '.join(f'{k} {v:.1f}' for k, v in base.get('distributions', {}).items())} MiB)")
         for who, err in (m.get("rss_errors") or {}).items():
             lines.append(f"  peak RSS of the {who} process not measured: {err}")
-    lines += ["", f"{'goal':<62} {'requirement':<28} {'measured':>9}  decision"]
+    cold = m.get("cold_start")
+    if cold:
+        f, k = cold.get("first") or {}, cold.get("cached") or {}
+        lines.append(f"cold start of {cold['target']} on {cold['backend']} in fresh processes: first load "
+                     f"{_n(f.get('load_s'), 2)} s ({f.get('cache') or f.get('error')}), second load {_n(k.get('load_s'), 2)} s "
+                     f"({k.get('cache') or k.get('error')}); import {_n(k.get('import_s'), 2)} s before each")
+    lines += ["", f"{'goal':<72} {'requirement':<12} {'measured':>9}  decision"]
     for g in report.goals:
-        measured = "-" if g["measured"] is None else f"{g['measured']:.2f}"
-        lines.append(f"{g['goal']:<62} {g['requirement']:<28} {measured:>9}  {g['decision']}  ({g['detail']})")
-    lines.append(f"\nin {report.seconds:.0f}s")
+        lines.append(f"{g['goal']:<72} {g['requirement']:<12} {g['shown']:>9}  {g['decision']}  ({g['detail']})")
+    lines.append(f"\nin {report.seconds:.0f} s")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from readout_sdk.backend import machine_id
 
 from readout_export.bench import configs as C
 from readout_export.bench import machine as M
-from readout_export.bench.goals import decide
+from readout_export.bench.goals import decide, tiers
 from readout_export.bench.measure import agreement, latency, throughput
 from readout_export.errors import ManifestError
 
@@ -32,6 +32,7 @@ class BenchReport:
     rows: list[dict[str, Any]]
     goals: list[dict[str, Any]]
     seconds: float = 0.0
+    tiers: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -49,7 +50,7 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
     say("machine: GEMM peaks")
     mach: dict[str, Any] = {"id": machine_id(), "gemm_peak_gflops": {
         "fp32": M.gemm_peak_fp32(), "openvino_f32": M.gemm_peak_openvino("f32"),
-        "openvino_bf16": M.gemm_peak_openvino("bf16")}}
+        "openvino_bf16": M.gemm_peak_openvino("bf16"), "openvino_int8": M.gemm_peak_openvino_int8()}}
     art = open_artifact(path)
     family = art.family
     spec = get(family)
@@ -94,8 +95,10 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         if eager_speed and r.get("items_per_s"):
             r["vs_eager"] = r["items_per_s"] / eager_speed
     mach["model_flops_per_item"] = useful / len(corpus)
+    recipes = {t.name: t.recipe for t in art.targets if t.recipe}
     for r in rows:
-        peak = _peak_for(r, mach["gemm_peak_gflops"])
+        r["peak"] = _peak_kind(r, recipes.get(r.get("target") or ""))
+        peak = PEAKS[r["peak"]](mach["gemm_peak_gflops"])
         if peak and r.get("gflops"):
             r["peak_fraction"] = r["gflops"] / peak
     if processes:
@@ -111,19 +114,31 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}
         mach["base_install"] = M.base_install_mb()
         items_file.unlink()
+        ov = [r for r in rows if r["kind"] == "sdk" and r.get("backend") == "openvino" and r.get("items_per_s")]
+        if ov:
+            say("machine: cold start with the compiled-model cache")
+            mach["cold_start"] = M.cold_start(art.path, max(ov, key=lambda r: r["items_per_s"])["target"])
     goals = decide(rows, mach, family)
+    tier_table = tiers(rows, family)
     return BenchReport(str(art.path), family,
                        {"items": len(corpus), "seed": BENCH_SEED, "min_tokens": min(lengths),
                         "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
                         "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items},
-                       mach, rows, goals, time.monotonic() - start)
+                       mach, rows, goals, time.monotonic() - start, tier_table)
 
 
-def _peak_for(row: dict[str, Any], peaks: dict[str, Any]) -> float | None:
-    """The GEMM peak a row competes with: OpenVINO's bf16 GEMM for bf16 rows, the best fp32 GEMM for fp32
-    rows; int8 rows have no measured int8 peak (None)."""
-    if row["precision"] == "bf16":
-        return peaks.get("openvino_bf16")
-    if row["precision"] == "fp32":
-        return max(v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None)
-    return None
+def _fp32_peak(peaks: dict[str, Any]) -> float | None:
+    found = [v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None]
+    return max(found) if found else None
+
+
+# one definition of "peak" per row: the best measured GEMM of the arithmetic the row runs its MatMuls in
+PEAKS = {"fp32": _fp32_peak, "bf16": lambda p: p.get("openvino_bf16"), "int8": lambda p: p.get("openvino_int8")}
+
+
+def _peak_kind(row: dict[str, Any], recipe: dict[str, Any] | None) -> str:
+    """Which GEMM peak a row competes with: its precision's; a budgeted (auto) row's is int8 when its
+    recipe chose an int8 graph (the upper bound of a mixed graph), else its inference precision's."""
+    if row["precision"] == "auto" and recipe:
+        return "int8" if recipe.get("int8") else ("bf16" if recipe.get("inference_precision") == "bf16" else "fp32")
+    return row["precision"] if row["precision"] in PEAKS else "fp32"

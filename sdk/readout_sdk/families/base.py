@@ -107,6 +107,9 @@ class Family:
     raw_metric_names: ClassVar[tuple[str, ...]] = ("max_abs_error", "mean_abs_error", "max_rel_error")
     bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against
     bench_metric: ClassVar[str] = "decision_agreement"  # the bench's parity column
+    # the bench's parity tiers (most exact first): per tier, the fastest SDK and peer configurations that
+    # reach it; the third tier carries the speed goal of a reduced-precision recipe
+    bench_tiers: ClassVar[tuple[float, ...]] = (1.0, 0.999, 0.99, 0.98)
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from

@@ -31,6 +31,7 @@ class EmbeddingFamily(Family):
     record_keys = ("embedding", "truncated")
     bench_peer = "sentence-transformers"
     bench_metric = "min_cosine"
+    bench_tiers = (0.99999, 0.9999, 0.999, 0.99)
 
     def outputs_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[TensorSpec, ...]:
         return self.outputs + ((POOLED_ROWS,) if _token_mean(long_inputs) else ())
