@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
 import synthetic
 from corpus import TEXTS
@@ -138,9 +139,11 @@ def test_budget_nothing_keeps_fails_naming_the_best(tmp_path):
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps({"schema": "readout-export/manifest/1", "output_dir": "art",
                                 **_manifest(model, {"max_abs_error": 0.0})}))
-    with pytest.raises(SystemExit) as e:
-        main(["build", str(path), "--quiet"])
-    assert e.value.code == 2
+    result = CliRunner().invoke(main, ["build", str(path), "--quiet"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: $.targets[1].budget: no recipe keeps max_abs_error <= 0")
+    assert "best max_abs_error reached" in lines[0] and "Traceback" not in result.output
     assert not (tmp_path / "art").exists()
 
 
