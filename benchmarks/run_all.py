@@ -21,6 +21,7 @@ def main() -> None:
     parser.add_argument("--items", default="512", help="corpus items for the MiniLM-size models")
     parser.add_argument("--base-items", default="128", help="corpus items for the base-size model")
     parser.add_argument("--repeats", default="5")
+    parser.add_argument("--latency-items", default="64")
     parser.add_argument("--only", action="append",
                         help="bench only this artifact (minilm, bert-base, minilm-sentiment, minilm-ner); repeatable")
     args = parser.parse_args()
@@ -38,7 +39,7 @@ def main() -> None:
         shutil.copyfile(HERE / "dist" / name / "build.log", results / f"{name}.build.log")
         items = args.base_items if name == "bert-base" else args.items
         done = subprocess.run(["readout-export", "bench", str(HERE / "dist" / name), "--items", items,
-                               "--repeats", args.repeats, "--json", str(results / f"{name}.json"),
+                               "--repeats", args.repeats, "--latency-items", args.latency_items, "--json", str(results / f"{name}.json"),
                                "--plot", str(results / f"{name}.png")], check=True, capture_output=True, text=True)
         (results / f"{name}.txt").write_text(done.stdout)
         print(done.stdout)

@@ -107,9 +107,12 @@ def test_budget_kept_on_held_out_data_and_recorded(budgeted):
     assert all(f["items_per_s"] > 0 and "min_cosine" in f["parity"] for f in frontier)
     chosen = [f for f in frontier if f["label"] == r["chosen"]]
     assert chosen and chosen[0]["meets"]
-    # the fastest candidate that kept the budget on the search corpus, unless the proof rejected it
-    faster = {f["label"] for f in frontier if f["meets"] and f["items_per_s"] > chosen[0]["items_per_s"]}
+    # the fastest finalist (timed again, 3 passes) that kept the budget, unless the proof rejected it
+    finalists = [f for f in frontier if f["meets"] and f["passes"] == 3]
+    assert chosen[0] in finalists and any(not f["int8"] for f in finalists)  # the fp32 graph is always one
+    faster = {f["label"] for f in finalists if f["items_per_s"] > chosen[0]["items_per_s"]}
     assert faster == {x["label"] for x in r["rejected_by_proof"]}
+    assert all(f["float_nodes"] < len(r["search"]["sensitivity"]) for f in frontier if f["int8"])
     ranked = [x["node"] for x in r["search"]["sensitivity"]]
     assert all(f["float_nodes"] <= len(ranked) for f in frontier)
     assert r["float_nodes"] == ranked[:len(r["float_nodes"])]  # the most sensitive nodes went back to float

@@ -48,9 +48,7 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
     start = time.monotonic()
     # GEMM peaks first, before any runtime of a configuration holds threads or reserved cores
     say("machine: GEMM peaks")
-    mach: dict[str, Any] = {"id": machine_id(), "gemm_peak_gflops": {
-        "fp32": M.gemm_peak_fp32(), "openvino_f32": M.gemm_peak_openvino("f32"),
-        "openvino_bf16": M.gemm_peak_openvino("bf16"), "openvino_int8": M.gemm_peak_openvino_int8()}}
+    mach: dict[str, Any] = {"id": machine_id(), "gemm_peak_gflops": _peaks()}
     art = open_artifact(path)
     family = art.family
     spec = get(family)
@@ -94,6 +92,12 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
     for r in rows:
         if eager_speed and r.get("items_per_s"):
             r["vs_eager"] = r["items_per_s"] / eager_speed
+    # measured again after the rows and the better kept: a peak taken while something else held the
+    # CPU would otherwise make every share look higher than it is
+    say("machine: GEMM peaks again")
+    again = _peaks()
+    mach["gemm_peak_gflops"] = {k: max((v for v in (mach["gemm_peak_gflops"].get(k), again.get(k)) if v is not None),
+                                       default=None) for k in again}
     mach["model_flops_per_item"] = useful / len(corpus)
     recipes = {t.name: t.recipe for t in art.targets if t.recipe}
     for r in rows:
@@ -125,6 +129,11 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
                         "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
                         "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items},
                        mach, rows, goals, time.monotonic() - start, tier_table)
+
+
+def _peaks() -> dict[str, float | None]:
+    return {"fp32": M.gemm_peak_fp32(), "openvino_f32": M.gemm_peak_openvino("f32"),
+            "openvino_bf16": M.gemm_peak_openvino("bf16"), "openvino_int8": M.gemm_peak_openvino_int8()}
 
 
 def _fp32_peak(peaks: dict[str, Any]) -> float | None:

@@ -3,10 +3,18 @@
 Aggregation modes: ``none`` (every non-O token), ``simple`` (adjacent tokens with the same entity
 merged, B- starts a new one), ``first`` / ``max`` / ``average`` (subword pieces of one word forced
 to agree first, then merged as ``simple``). Offsets are character offsets into the original text.
+
+The work is done per text in numpy array operations (one argmax over the (rows, labels) scores, word
+groups from the ``is_subword`` flags, group scores by ``reduceat``, entity boundaries from per-label
+codes computed once per label list); only the final ``Entity`` objects are built in Python.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
+from typing import Iterator, Sequence, Union
 
 import numpy as np
 
@@ -25,21 +33,112 @@ class Piece:
     is_subword: bool
 
 
-def pieces(text: str, probs: np.ndarray, offsets: list[tuple[int, int]], special: list[int], ids: list[int],
-           tokens: list[str], unk_id: int | None, subword_prefix: str | None) -> list[Piece]:
-    """Rows that carry text, with the pipeline's rule for 'this row continues the previous word'."""
-    out = []
-    for row, (scores, (start, end), sp, tid, token) in enumerate(zip(probs, offsets, special, ids, tokens)):
-        if sp:
-            continue
-        if subword_prefix:  # word-aware vocabulary: a continuation piece is longer than its text
-            is_sub = len(token) != len(text[start:end])
-        else:  # no word information: a piece glued to the previous character continues a word
-            is_sub = start > 0 and " " not in text[start - 1:start + 1]
-        if unk_id is not None and tid == unk_id:
-            is_sub = False
-        out.append(Piece(scores, start, end, is_sub))
-    return out
+class Pieces:
+    """The non-special token rows of one text as arrays: ``scores`` (n, labels), ``start`` / ``end`` (n,)
+    character offsets and ``is_subword`` (n,) flags. Iterating (or indexing with an int) gives ``Piece``
+    rows, so code written for a list of pieces keeps working."""
+
+    __slots__ = ("scores", "start", "end", "is_subword")
+
+    def __init__(self, scores: np.ndarray, start: np.ndarray, end: np.ndarray, is_subword: np.ndarray) -> None:
+        self.scores = np.asarray(scores)
+        self.start = np.asarray(start, dtype=np.int64)
+        self.end = np.asarray(end, dtype=np.int64)
+        self.is_subword = np.asarray(is_subword, dtype=bool)
+
+    @classmethod
+    def _of_arrays(cls, scores: np.ndarray, start: np.ndarray, end: np.ndarray, is_subword: np.ndarray) -> "Pieces":
+        """Without conversions: the arrays are already (n, labels), int64, int64 and bool."""
+        new = object.__new__(cls)
+        new.scores, new.start, new.end, new.is_subword = scores, start, end, is_subword
+        return new
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def __iter__(self) -> Iterator[Piece]:
+        for s, a, b, sub in zip(self.scores, self.start.tolist(), self.end.tolist(), self.is_subword.tolist()):
+            yield Piece(s, a, b, sub)
+
+    def __getitem__(self, i: Union[int, slice]) -> Union[Piece, "Pieces"]:
+        if isinstance(i, slice):
+            return Pieces(self.scores[i], self.start[i], self.end[i], self.is_subword[i])
+        return Piece(self.scores[i], int(self.start[i]), int(self.end[i]), bool(self.is_subword[i]))
+
+    def __repr__(self) -> str:
+        return f"Pieces({len(self)} rows, {self.scores.shape[-1] if self.scores.ndim == 2 else 0} labels)"
+
+    @classmethod
+    def concat(cls, parts: Sequence["Pieces"]) -> "Pieces":
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls(np.zeros((0, 0)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+        return cls(np.concatenate([p.scores for p in parts]), np.concatenate([p.start for p in parts]),
+                   np.concatenate([p.end for p in parts]), np.concatenate([p.is_subword for p in parts]))
+
+    @classmethod
+    def of(cls, items: Union["Pieces", Sequence[Piece]]) -> "Pieces":
+        """``items`` as ``Pieces`` (a list of ``Piece`` rows is stacked)."""
+        if isinstance(items, Pieces):
+            return items
+        items = list(items)
+        if not items:
+            return cls.concat([])
+        return cls(np.stack([np.asarray(p.scores) for p in items]), np.array([p.start for p in items], np.int64),
+                   np.array([p.end for p in items], np.int64), np.array([bool(p.is_subword) for p in items], bool))
+
+
+def _codepoints(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _head(seq: Sequence, n: int) -> Sequence:
+    return seq if len(seq) == n else seq[:n]
+
+
+def pieces(text: str, probs: np.ndarray, offsets: Sequence[tuple[int, int]], special: Sequence[int],
+           ids: Sequence[int], tokens: Sequence[str], unk_id: int | None, subword_prefix: str | None) -> Pieces:
+    """Rows that carry text, with the pipeline's rule for 'this row continues the previous word'.
+
+    ``tokens`` is read only for a word-aware vocabulary (``subword_prefix`` set), ``ids`` only with an
+    ``unk_id``. Rows are paired as ``zip`` pairs them (the shortest input decides)."""
+    probs = np.asarray(probs)
+    n = min(len(probs), len(offsets), len(special))
+    if subword_prefix:
+        n = min(n, len(tokens))
+    if unk_id is not None:
+        n = min(n, len(ids))
+    if n == 0:
+        return Pieces(probs[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+    off = np.fromiter(chain.from_iterable(_head(offsets, n)), np.int64, 2 * n).reshape(n, 2)
+    special = _head(special, n)
+    keep = ~(special if isinstance(special, np.ndarray) else np.fromiter(special, bool, n)).astype(bool, copy=False)
+    start, end = off[:, 0], off[:, 1]
+    size = len(text)
+    if off.min() < 0:  # Python's negative slicing: not from a tokenizer, done row by row
+        if subword_prefix:
+            is_sub = np.array([len(tokens[r]) != len(text[start[r]:end[r]]) for r in range(n)], bool)
+        else:
+            is_sub = np.array([bool(start[r] > 0 and " " not in text[start[r] - 1:start[r] + 1]) for r in range(n)],
+                              bool)
+    elif subword_prefix:  # word-aware vocabulary: a continuation piece is longer than its text
+        token_len = np.fromiter(map(len, _head(tokens, n)), np.int64, n)
+        clipped = np.minimum(off, size)  # len(text[start:end])
+        is_sub = token_len != np.maximum(clipped[:, 1] - clipped[:, 0], 0)
+    else:  # no word information: a piece glued to the previous character continues a word
+        space = np.zeros(size + 2, bool)  # past the end of the text: no character, no space
+        space[:size] = _codepoints(text) == 32
+        at = np.minimum(start, size)
+        is_sub = (start > 0) & ~space[np.maximum(np.minimum(start - 1, size), 0)] & ~space[at]
+    if unk_id is not None:
+        is_sub &= np.fromiter(_head(ids, n), np.int64, n) != unk_id
+    rows = keep.nonzero()[0]
+    if rows.size == 0 or rows[-1] - rows[0] + 1 == rows.size:  # one block ([CLS] ... [SEP]): views
+        kept = slice(int(rows[0]), int(rows[-1]) + 1) if rows.size else slice(0, 0)
+        return Pieces._of_arrays(probs[kept], start[kept], end[kept], is_sub[kept])
+    off = off[rows]
+    return Pieces._of_arrays(probs[rows], off[:, 0], off[:, 1], is_sub[rows])
 
 
 def _split(label: str, scheme: str = "BIO") -> tuple[str, str]:
@@ -54,55 +153,98 @@ def _split(label: str, scheme: str = "BIO") -> tuple[str, str]:
     return "I", label
 
 
-def _words(items: list[Piece], mode: str, labels: list[str]) -> list[tuple[str, float, int, int]]:
-    """Force agreement inside each word: (label, score, start, end) per word."""
-    groups: list[list[Piece]] = []
-    for p in items:
-        if groups and p.is_subword:
-            groups[-1].append(p)
-        else:
-            groups.append([p])
-    words = []
-    for g in groups:
-        if mode == "first":
-            scores = g[0].scores
-        elif mode == "max":
-            scores = max(g, key=lambda p: p.scores.max()).scores
-        else:
-            scores = np.nanmean(np.stack([p.scores for p in g]), axis=0)
-        k = int(scores.argmax())
-        words.append((labels[k], float(scores[k]), g[0].start, g[-1].end))
-    return words
+@dataclass(frozen=True)
+class _Codes:
+    """Per-label arrays of one (labels, scheme, ignore), computed once: what entity grouping reads."""
+
+    follows: np.ndarray          # (labels, labels): a token of label [j] continues the entity of a token [i] before it
+    kept: np.ndarray             # the label itself is not ignored (mode "none")
+    entity: tuple[str, ...]      # the entity group's name when this label opens it
+    entity_ignored: tuple[bool, ...]  # that name is ignored
 
 
-def decode_entities(text: str, items: list[Piece], labels: list[str], mode: str,
+@lru_cache(maxsize=256)
+def _codes(labels: tuple[str, ...], scheme: str, ignore: tuple[str, ...] | str | frozenset) -> _Codes:
+    split = [_split(lab, scheme) for lab in labels]
+    continues = np.array([pos in ("I", "E") for pos, _ in split], bool)
+    open_ = np.array([pos not in ("E", "S") for pos, _ in split], bool)  # does not end its entity
+    kinds: dict[str, int] = {}
+    kind = np.array([kinds.setdefault(t, len(kinds)) for _, t in split], np.int64)
+    follows = open_[:, None] & continues[None, :] & (kind[:, None] == kind[None, :])
+    entity = tuple(lab.split("-", 1)[-1] for lab in labels)  # as transformers' pipeline names an entity group
+    return _Codes(follows, np.array([lab not in ignore for lab in labels], bool), entity,
+                  tuple(e in ignore for e in entity))
+
+
+def _mean(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """np.nanmean of each group of ``values`` along axis 0: groups are ``values[bounds[i]:bounds[i + 1]]``
+    (the last bound is ``len(values)``); an all-NaN column of a group is NaN."""
+    first = bounds[:-1]
+    total = np.add.reduceat(values, first, axis=0)
+    if not math.isnan(total.sum()):  # no NaN anywhere (a NaN or inf + -inf sum takes the general path)
+        sizes = bounds[1:] - bounds[:-1]
+        return total / (sizes if values.ndim == 1 else sizes[:, None])
+    nan = np.isnan(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.add.reduceat(np.where(nan, 0, values), first, axis=0) / np.add.reduceat(~nan, first, axis=0,
+                                                                                           dtype=np.intp)
+
+
+def _words(items: Pieces, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Force agreement inside each word: per word the (words, labels) scores, start and end."""
+    n = len(items)
+    new = np.empty(n + 1, bool)  # a word starts at every row that is not a subword, at 0, and (sentinel) at n
+    np.logical_not(items.is_subword, out=new[:n])
+    new[0] = new[n] = True
+    bounds = new.nonzero()[0]
+    starts = bounds[:-1]
+    scores = items.scores
+    if mode == "first":
+        words = scores[starts]
+    elif mode == "max":  # the first piece whose best score is highest; a NaN-best first piece is kept
+        best = scores.max(axis=1)
+        nan = np.isnan(best)
+        key = np.where(nan, -np.inf, best)
+        top = np.maximum.reduceat(key, starts)
+        rows = np.where(key == np.repeat(top, bounds[1:] - starts), np.arange(n), n)
+        pick = np.minimum.reduceat(rows, starts)
+        pick = np.where(nan[starts], starts, pick)
+        words = scores[pick]
+    else:  # average, NaN entries left out (np.nanmean per word)
+        words = _mean(scores, bounds).astype(scores.dtype, copy=False)
+    return words, items.start[starts], items.end[bounds[1:] - 1]
+
+
+def decode_entities(text: str, items: Union[Pieces, Sequence[Piece]], labels: Sequence[str], mode: str,
                     ignore: tuple[str, ...] = ("O",), scheme: str = "BIO") -> list[Entity]:
-    """Entities for one text under aggregation ``mode`` and the record's tag ``scheme`` (BIO, BIOES, none)."""
+    """Entities for one text under aggregation ``mode`` and the record's tag ``scheme`` (BIO, BIOES, none).
+
+    ``items`` is the ``Pieces`` of the text (or a list of ``Piece`` rows, stacked first)."""
     if mode not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
+    items = Pieces.of(items)
+    if len(items) == 0:
+        return []
     if mode in ("none", "simple"):
-        tokens = []
-        for p in items:
-            k = int(p.scores.argmax())
-            tokens.append((labels[k], float(p.scores[k]), p.start, p.end))
+        scores, starts, ends = items.scores, items.start, items.end
     else:
-        tokens = _words(items, mode, labels)
+        scores, starts, ends = _words(items, mode)
+    k = scores.argmax(axis=1)
+    score = scores[np.arange(len(k)), k].astype(np.float64, copy=False)  # float(p.scores[k])
+    codes = _codes(tuple(labels), scheme, ignore if isinstance(ignore, (str, tuple, frozenset)) else tuple(ignore))
     if mode == "none":
-        return [Entity(lab, s, e, text[s:e], sc) for lab, sc, s, e in tokens if lab not in ignore]
-    groups: list[list[tuple[str, float, int, int]]] = []
-    closed = True  # the previous token ended its entity (BIOES E-/S-), or there is none
-    for tok in tokens:
-        pos, tag = _split(tok[0], scheme)
-        if groups and not closed and pos in ("I", "E") and tag == _split(groups[-1][-1][0], scheme)[1]:
-            groups[-1].append(tok)
-        else:
-            groups.append([tok])
-        closed = pos in ("E", "S")
-    entities = []
-    for g in groups:
-        label = g[0][0].split("-", 1)[-1]  # as transformers' pipeline names an entity group
-        if label in ignore:
-            continue
-        start, end = g[0][2], g[-1][3]
-        entities.append(Entity(label, start, end, text[start:end], float(np.nanmean([t[1] for t in g]))))
-    return entities
+        rows = codes.kept[k].nonzero()[0].tolist()
+        ks, ss, es, sc = k.tolist(), starts.tolist(), ends.tolist(), score.tolist()
+        return [Entity(labels[ks[r]], ss[r], es[r], text[ss[r]:es[r]], sc[r]) for r in rows]
+    # token i continues the entity of token i - 1 (that one left it open; i is I-/E- of the same type)
+    n = len(k)
+    new = np.empty(n + 1, bool)  # a group starts at 0, wherever a token does not continue, and (sentinel) at n
+    np.logical_not(codes.follows[k[:-1], k[1:]], out=new[1:n])
+    new[0] = new[n] = True
+    bounds = new.nonzero()[0]
+    first = bounds[:-1]
+    mean = _mean(score, bounds).tolist()
+    opens = k[first].tolist()
+    a, b = starts[first].tolist(), ends[bounds[1:] - 1].tolist()
+    entity, dropped = codes.entity, codes.entity_ignored
+    return [Entity(entity[lab], s, e, text[s:e], m) for lab, s, e, m in zip(opens, a, b, mean) if not dropped[lab]]

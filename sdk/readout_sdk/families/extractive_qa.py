@@ -23,6 +23,40 @@ from readout_sdk.results import Answer
 MAX_ANSWER_LENGTH = 30  # transformers' QA pipeline default, in tokens
 
 
+def _context_rows(sequence_ids: list[int | None]) -> np.ndarray:
+    """Rows whose sequence id is 1 (the context), as ``[sid == 1 for sid in sequence_ids]``: one block
+    in a (question, context) window, found with list searches; anything else row by row."""
+    if not isinstance(sequence_ids, (list, tuple)):
+        sequence_ids = list(sequence_ids)
+    rows = np.zeros(len(sequence_ids), dtype=bool)
+    count = sequence_ids.count(1)
+    if count:
+        lo = sequence_ids.index(1)
+        if sequence_ids[lo:lo + count].count(1) == count:
+            rows[lo:lo + count] = True
+        else:
+            rows[:] = [sid == 1 for sid in sequence_ids]
+    return rows
+
+
+class _OffsetsOnce:
+    """An encoding whose ``offsets`` list is fetched once (``tokenizers`` builds it on every access)."""
+
+    __slots__ = ("_enc", "offsets")
+
+    def __init__(self, enc: Any) -> None:
+        self._enc, self.offsets = enc, enc.offsets
+
+    def __len__(self) -> int:
+        return len(self._enc)
+
+    def token_to_word(self, token_index: int) -> int | None:
+        return self._enc.token_to_word(token_index)
+
+    def word_to_chars(self, word_index: int, sequence_index: int = 0) -> tuple[int, int] | None:
+        return self._enc.word_to_chars(word_index, sequence_index=sequence_index)
+
+
 class ExtractiveQAFamily(Family):
     name = "extractive_qa"
     task = "answer_span"
@@ -91,15 +125,17 @@ class ExtractiveQAFamily(Family):
         null_score = None
         for part, o in zip(parts, outs):
             w = part.encodings[0]
-            context_rows = np.array([sid == 1 for sid in w.sequence_ids])
+            context_rows = _context_rows(w.sequence_ids)
             # like transformers' QA pipeline, the [CLS] row stays in the softmax whatever the null policy
-            null_row = 0 if (cls_id is not None and w.ids[0] == cls_id) or has_null else None
+            null_row = 0 if has_null or (cls_id is not None and w.ids[0] == cls_id) else None
             p_s, p_e = window_probabilities(o["start_logits"], o["end_logits"], context_rows, null_row)
             if has_null and null_row is not None:
                 score = float(p_s[null_row] * p_e[null_row])
                 null_score = score if null_score is None else min(null_score, score)
-            for score, s, e in best_spans(p_s, p_e, context_rows, max_answer_length, top_k):
-                candidates.append((score, *span_chars(w, s, e, align_to_words)))
+            found = best_spans(p_s, p_e, context_rows, max_answer_length, top_k)
+            enc = _OffsetsOnce(w) if len(found) > 1 else w  # span_chars reads all offsets on every call
+            for score, s, e in found:
+                candidates.append((score, *span_chars(enc, s, e, align_to_words)))
         seen, spans = set(), []
         for score, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
             if (a, b) not in seen:

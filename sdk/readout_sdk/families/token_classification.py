@@ -13,7 +13,7 @@ import numpy as np
 from readout_sdk import agreement as A
 from readout_sdk.arguments import one_of
 from readout_sdk.decode import scores as S
-from readout_sdk.decode.tagging import AGGREGATIONS, Piece, decode_entities, pieces
+from readout_sdk.decode.tagging import AGGREGATIONS, Pieces, decode_entities, pieces
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 from readout_sdk.results import TaggedText
 
@@ -56,21 +56,25 @@ class TokenClassificationFamily(Family):
         entities = decode_entities(item, ps, list(ctx.labels), aggregation, scheme=ctx.output.get("tag_scheme", "BIO"))
         return TaggedText(tuple(entities), truncated)
 
-    def token_pieces(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any) -> list[Piece]:
+    def token_pieces(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any) -> Pieces:
         """Every source token of one text once, in text order, with its class probabilities: the owned,
-        non-special rows of its windows (what decoding and token-level evaluation both read)."""
+        non-special rows of its windows (what decoding and token-level evaluation both read), as arrays
+        (``Pieces``: ``scores`` (n, labels), ``start``, ``end``, ``is_subword``; iterating gives ``Piece`` rows)."""
         encs = [p.encodings[0] for p in parts]
         owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
         windows = list(zip(encs, outs, owned))
         if ctx.window_direction == "left":  # tokenizers lists left-truncated windows from the end of the text
             windows.reverse()
+        word_aware = bool(ctx.subword_prefix)
         ps = []
         for enc, out, own in windows:
-            skip = enc.special_tokens_mask if own is None else [int(s or not o) for s, o in
-                                                                zip(enc.special_tokens_mask, own)]
-            ps += pieces(item, S.softmax(out["token_logits"]), enc.offsets, skip, enc.ids, enc.tokens, ctx.unk,
-                         ctx.subword_prefix)
-        return ps
+            skip = enc.special_tokens_mask
+            if own is not None:
+                skip = np.asarray(skip, dtype=bool) | ~np.asarray(own, dtype=bool)
+            ps.append(pieces(item, S.softmax(out["token_logits"]), enc.offsets, skip,
+                             enc.ids if ctx.unk is not None else (), enc.tokens if word_aware else (), ctx.unk,
+                             ctx.subword_prefix))
+        return Pieces.concat(ps)
 
     def agreement(self, ctx: Context, got: list[TaggedText], ref: list[TaggedText]) -> dict[str, float]:
         def spans(t: TaggedText) -> list[tuple[str, int, int]]:
