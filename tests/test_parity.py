@@ -79,7 +79,7 @@ def test_every_family_passes_at_fp32(shared, key, metrics):
 def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp_path, monkeypatch):
     """An int8 regression target used to get zero gated checks and exit 0; now its values are gated, and a
     target whose metrics have no budget is NOT_EVALUATED, never PASS."""
-    import readout_parity.harness as H
+    import readout_parity.checks as K
 
     model = synthetic.make_model("distilbert", "regression", tmp_path / "m", problem_type="regression", num_labels=2)
     artifact = build_artifact({"model": str(model), "family": "regression", "labels": ["valence", "arousal"],
@@ -90,7 +90,7 @@ def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp
     assert {"values_scaled_error", "values_rank_correlation"} <= set(int8)
     assert all(c.decision in (PASS, FAIL) for c in int8.values())
     assert 0 < int8["values_scaled_error"].measured  # really measured on the int8 graph
-    monkeypatch.setattr(H, "budgets_for", lambda precision, overrides: {})
+    monkeypatch.setattr(K, "budgets_for", lambda precision, overrides: {})  # what target_budgets reads
     bare = run_parity(artifact, widths=(7,))
     ran = [c for c in bare.checks if c.provider == "CPUExecutionProvider"]
     assert ran and all(c.decision == NOT_EVALUATED and "no metric of regression has a budget" in c.reason
