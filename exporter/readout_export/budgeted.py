@@ -6,23 +6,18 @@ against eager PyTorch); the candidate is listed only once every gated check pass
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
-from readout_sdk.backend import machine_id
+from readout_sdk.artifact import sha256_file
+from readout_sdk.backend import _floor_text as floor_text, machine_id
 
 from readout_export.errors import ManifestError
 from readout_export.plan import Plan
 from readout_export.resolve import target_name
 
 REFERENCE_LABEL = "the onnx-fp32 graph on ONNX Runtime (checked against eager PyTorch by this build)"
-
-
-def _floor(budget: dict[str, float]) -> str:
-    return ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in budget.items())
 
 
 def _where(plan: Plan) -> str:
@@ -39,16 +34,17 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
     from readout_sdk.runners import OrtRunner
 
     from readout_export.budget import best_reached, recipe, search
+    from readout_export.build import _write_meta as write_meta  # build imports this module lazily
 
     budget = {m: float(v) for m, v in t["budget"].items()}
     name = target_name(t)
     work = staging / ".search"  # inside the staging directory: swept with it if the build is killed
-    step(f"{name}: searching for the fastest graph that keeps {_floor(budget)} (calibration corpus)")
+    step(f"{name}: searching for the fastest graph that keeps {floor_text(budget)} (calibration corpus)")
     try:
         work.mkdir()
         outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step)
         if not outcome.keeping:
-            raise ManifestError(_where(plan), f"no recipe keeps {_floor(budget)} on the calibration corpus: "
+            raise ManifestError(_where(plan), f"no recipe keeps {floor_text(budget)} on the calibration corpus: "
                                               f"{best_reached(outcome.frontier, budget)}")
         failed: list[str] = []
         rejected: list[dict[str, str]] = []
@@ -62,7 +58,7 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
                      "sha256": sha256_file(staging / file),
                      "recipe": recipe(cand, outcome, budget, {"decision": "PENDING"}, machine_id())}
             meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"] + [entry]
-            (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            write_meta(staging, meta)
             step(f"{name}: proving '{cand.label}' with the parity harness on the parity corpus")
             reference = Reference(OrtRunner(staging / fp32_name, ["CPUExecutionProvider"]), REFERENCE_LABEL)
             try:
@@ -76,7 +72,7 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
             entry["recipe"]["proof"] = proof
             entry["recipe"]["rejected_by_proof"] = list(rejected)
             if proof["decision"] == "PASS":
-                step(f"{name}: kept {_floor(budget)} on the parity corpus ("
+                step(f"{name}: kept {floor_text(budget)} on the parity corpus ("
                      + ", ".join(f"{c.metric} {c.measured:.6f}" for c in gated) + f"); {cand.items_per_s:.1f} "
                      f"items/s on the search corpus")
                 return
@@ -85,7 +81,7 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
             step(f"{name}: the proof failed ({failed[-1]}); trying the next candidate")
         meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"]
         (staging / f"model.{name}.onnx").unlink(missing_ok=True)
-        raise ManifestError(_where(plan), f"no recipe keeps {_floor(budget)} on the parity corpus: the "
+        raise ManifestError(_where(plan), f"no recipe keeps {floor_text(budget)} on the parity corpus: the "
                                           f"{len(failed)} candidates that kept it on the calibration corpus reached "
                                           + "; ".join(failed))
     finally:

@@ -60,7 +60,9 @@ def summarize(art: Artifact) -> str:
         lines.append(f"  target     {t.name:<19} {t.file}  sha256 {t.sha256[:16]}…  (runs on {runs}{extra})")
         if t.recipe:  # a budgeted target: what it keeps, what was chosen, where it was tuned
             r = t.recipe
-            budget = ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in r["budget"].items())
+            from readout_sdk.backend import _floor_text
+
+            budget = _floor_text(r["budget"])
             lines.append(f"             budget {budget}: {r.get('chosen')} (proof {(r.get('proof') or {}).get('decision')}, "
                          f"{len((r.get('search') or {}).get('frontier', []))} candidates measured on {r.get('tuned_on')})")
     for p in art.extra.get("compile", []):
