@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.artifact import sha256_file
+from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.backend import _floor_text as floor_text, machine_id
 
 from readout_export.errors import ManifestError
@@ -34,7 +34,6 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
     from readout_sdk.runners import OrtRunner
 
     from readout_export.budget import best_reached, recipe, search
-    from readout_export.build import _write_meta as write_meta  # build imports this module lazily
 
     budget = {m: float(v) for m, v in t["budget"].items()}
     name = target_name(t)

@@ -6,14 +6,13 @@ A failed or interrupted build leaves no directory that looks like an artifact.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from readout_sdk.abi import family_spec, validate_record
-from readout_sdk.artifact import ARTIFACT_FILE, sha256_file
+from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.lifecycle import derive_from
 from readout_sdk.staging import place, staged
 
@@ -147,10 +146,6 @@ def _calibration(record: dict[str, Any], staging: Path) -> list[dict[str, Any]]:
     return [feed_for(record, [part]) for parts in spec.encode(ctx, 0, items) for part in parts]
 
 
-def _write_meta(staging: Path, meta: dict[str, Any]) -> None:
-    (staging / ARTIFACT_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
@@ -240,13 +235,13 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         meta["compile"] = pending
     meta["serving"] = {"min_parity": plan.min_parity}
     meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
-    _write_meta(staging, meta)
+    write_meta(staging, meta)
     for t in plan.targets:
         if t["precision"] == "auto":
             from readout_export.budgeted import build_budgeted
 
             build_budgeted(plan, t, staging, fp32_name, meta, _calibration(record, staging), step)
-            _write_meta(staging, meta)
+            write_meta(staging, meta)
     if not any(t["file"] == fp32_name for t in targets):
         (staging / fp32_name).unlink()
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))

@@ -23,8 +23,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.artifact import ARTIFACT_FILE, TENSORRT_SOURCE, open_artifact, sha256_file, target_name
-from readout_sdk.atomic import write_atomic
+from readout_sdk.artifact import ARTIFACT_FILE, TENSORRT_SOURCE, open_artifact, sha256_file, target_name, write_meta
 from readout_sdk.engine_file import write_engine
 from readout_sdk.profiles import Profile, derive_profile
 
@@ -156,6 +155,6 @@ def _compile(root: Path, target: str, say: Callable[[str], None]) -> dict[str, A
     meta["compile"] = [p for p in meta.get("compile", []) if p["target"] != target]
     if not meta["compile"]:
         del meta["compile"]
-    write_atomic(root / ARTIFACT_FILE, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    write_meta(root, meta)
     say(f"listed {name} in {ARTIFACT_FILE} (raw plan beside it: {Path(name).with_suffix('.plan').name})")
     return entry

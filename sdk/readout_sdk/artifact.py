@@ -169,6 +169,14 @@ def _verify_hash(root: Path, name: str, expected: str) -> Path:
     return path
 
 
+def write_meta(root: Path, meta: dict[str, Any]) -> None:
+    """Write readout.json atomically in its one on-disk form (sorted keys, indented, newline-terminated):
+    a reader never sees a half-written file."""
+    from readout_sdk.atomic import write_atomic
+
+    write_atomic(root / ARTIFACT_FILE, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
 def read_meta(root: Path) -> dict[str, Any]:
     """readout.json, parsed and checked against its schema (``readout-artifact-1.schema.json``): every
     field is validated before anything reads it. Strict JSON: NaN and Infinity are refused."""
