@@ -35,28 +35,79 @@ def test_example_app(shared, app, key, expect):
 
 
 def test_embed_app_ranks_the_cat_sentences_first(shared):
-    """REAL MiniLM: the two cat sentences are nearest to a cat query."""
+    """REAL MiniLM: of the built-in documents, the two cat sentences are nearest to the built-in cat query."""
     lines = run_app("embed.py", shared("embedding")[1]).splitlines()[1:3]
     assert all("cat" in line or "kitten" in line for line in lines)
 
 
-def test_late_app(tmp_path, build_artifact):
-    from test_families import _late_model
+def _demos() -> dict:
+    import importlib.util
 
-    artifact = build_artifact({"model": str(_late_model(tmp_path)), "family": "late_interaction"})
-    assert len(run_app("late.py", artifact).splitlines()) == 3
+    spec = importlib.util.spec_from_file_location("demo_models", APPS.parent / "demo_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DEMOS
 
 
-def test_demo_models_script_writes_buildable_manifests(tmp_path):
+def test_demo_models_cover_every_family_and_write_valid_manifests(tmp_path):
     from readout_export.build import validate
+    from readout_sdk.families import REGISTRY
 
-    done = subprocess.run([sys.executable, str(APPS.parent / "demo_models.py")], capture_output=True, text=True,
-                          timeout=300)
+    assert set(_demos()) == set(REGISTRY)
+    done = subprocess.run([sys.executable, str(APPS.parent / "demo_models.py"), "--out", str(tmp_path),
+                           "--only", "regression", "--only", "sparse"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     manifests = [Path(line) for line in done.stdout.split()]
-    assert len(manifests) == 5
+    assert [m.parent.name for m in manifests] == ["regression", "sparse"]
     for m in manifests:
-        assert validate(m).family
+        assert validate(m).family == m.parent.name
+
+
+def test_every_demo_artifact_runs_its_app(docs_artifacts):
+    """`python examples/demo_models.py --build` built one artifact per family; each family's app runs on it,
+    with inputs from the command line, and prints one line per given input at least."""
+    root = APPS.parent / "demo"
+    inputs = {"embed.py": ["a query", "doc one", "doc two"], "classify.py": ["first text", "second text"],
+              "tag.py": ["Ada Lovelace lived in London."], "answer.py": ["Who lived there?", "Ada lived in London."],
+              "rerank.py": ["a query", "doc one", "doc two"], "late.py": ["a query", "doc one", "doc two"],
+              "sparse.py": ["first text", "second text"], "choose.py": ["Pick one", "red", "blue", "green"]}
+    for family, (_, _, app) in _demos().items():
+        out = run_app(app, root / family / "artifact", *inputs[app])
+        for text in inputs[app][1:] if app in ("embed.py", "rerank.py", "late.py") else []:
+            assert text in out, (family, out)
+        if app in ("classify.py", "sparse.py"):
+            assert all(t in out for t in inputs[app]), (family, out)
+        if app == "late.py":
+            assert len(out.splitlines()) == 2  # one MaxSim score per document, nothing else
+
+
+@pytest.mark.parametrize("app", sorted(p.name for p in APPS.glob("*.py") if not p.name.startswith("_")))
+def test_every_app_has_help(app):
+    done = subprocess.run([sys.executable, str(APPS / app), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage:" in done.stdout and "artifact" in done.stdout, done.stderr
+
+
+def test_embed_app_ranks_the_documents_it_is_given(shared):
+    out = run_app("embed.py", shared("embedding")[1], "Where does the cat sleep?", "A kitten naps on the rug.",
+                  "Stocks fell sharply.")
+    lines = out.splitlines()
+    assert len(lines) == 3 and "kitten" in lines[1] and "Stocks" in lines[2]
+    assert "Paris" not in out  # the built-in documents are not searched when documents are given
+
+
+def test_apps_fail_in_one_line_without_a_traceback(shared, tmp_path):
+    """No argument: argparse's usage; a wrong family, a missing directory: one `error:` line, status 2."""
+    cases = [("embed.py", []), ("classify.py", [str(shared("embedding")[1]), "some text"]),
+             ("tag.py", [str(tmp_path / "missing")]), ("choose.py", [str(shared("classify")[1])])]
+    for app, args in cases:
+        done = subprocess.run([sys.executable, str(APPS / app), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (app, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        if args:
+            assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    wrong = subprocess.run([sys.executable, str(APPS / "classify.py"), str(shared("embedding")[1]), "x"],
+                           capture_output=True, text=True, timeout=120).stderr
+    assert "embed" in wrong  # WrongCall names the call this artifact answers
 
 
 def test_ci_examples_use_commands_and_options_that_exist():

@@ -365,7 +365,10 @@ def test_modules_json_that_is_an_object(tmp_path, minilm):
 
 def test_tensorrt_profile_batch_beyond_any_engine(tmp_path, minilm):
     doc = base(minilm, targets=[{"format": "tensorrt", "precision": "fp16", "profile": {"batch": [1, 10**12, 10**15]}}])
-    expect_refused(tmp_path, json.dumps(doc).encode(), "$.targets[0].profile.batch[1]", "maximum")
+    expect_refused(tmp_path, json.dumps(doc).encode(), "$.targets[0].profile.batch[1]", "maximum", command="build")
+    lines = CliRunner().invoke(main, ["validate", str(tmp_path / "manifest.json")]).stderr.strip().splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["$.targets[0].profile.batch[1]", "$.targets[0].profile.batch[2]"]
+    assert all("maximum" in line for line in lines)
 
 
 @pytest.mark.parametrize("where", ["/", "/etc", "home", "manifest dir", "model dir", "non-artifact", "under a file",
@@ -394,3 +397,45 @@ def test_validate_refuses_every_destination_build_refuses(tmp_path, tmp_path_fac
         locked.chmod(0o700)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "locked", "manifest.json", "notes"]
     assert (tmp_path / "notes" / "keep.txt").read_text() == "mine" and not any(locked.iterdir())
+
+
+@pytest.mark.parametrize("doc,path,hint", [
+    (dict(lables=["a"]), "$.lables", "did you mean 'labels'?"),
+    (dict(family="embeding"), "$.family", "did you mean 'embedding'?"),
+    (dict(readout={"pooling": "meen"}), "$.readout.pooling", "did you mean 'mean'?"),
+    (dict(readout={"normalise": "l2"}), "$.readout.normalise", "did you mean 'normalize'?"),
+    (dict(targets=[{"format": "onnx", "precision": "int9"}]), "$.targets[0].precision", "did you mean 'int8'?"),
+    (dict(serving={"min_parity": {"min_cosin": 0.99}}), "$.serving.min_parity.min_cosin", "did you mean 'min_cosine'?"),
+])
+def test_a_typo_gets_a_did_you_mean(tmp_path, minilm, doc, path, hint):
+    expect_error(tmp_path, base(minilm, **doc), path, hint)
+
+
+def test_validate_reports_every_problem_and_build_stops_at_the_first(tmp_path, minilm):
+    """Schema-level mistakes all at once; then, in a structurally valid manifest, every independent check
+    against the model directory. One `error:` line each, exit 2, nothing written."""
+    doc = base(minilm, colour="blue", max_length="long", readout={"pooling": "meen"},
+               targets=[{"format": "onnx", "precision": "int9"}])
+    result = run(tmp_path, doc)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and all(line.startswith("error: ") for line in lines), result.output
+    assert [line.split(":")[1].strip() for line in lines] == ["$.colour", "$.max_length", "$.readout.pooling",
+                                                              "$.targets[0].precision"], lines
+    built = run(tmp_path, doc, command="build")
+    assert built.exit_code == 2 and len(built.stderr.strip().splitlines()) == 1, built.output
+
+    doc = base(minilm, max_length=100000, serving={"min_parity": {"min_cosin": 0.99}},
+               parity={"int8": {"argmax_agreement": {"min": 0.9}}},
+               evaluation={"gates": ["accuracy>=0.9"]})
+    result = run(tmp_path, doc)
+    lines = result.stderr.strip().splitlines()
+    paths = [line.split(": ")[1] for line in lines]
+    assert paths == ["$.max_length", "$.serving.min_parity.min_cosin", "$.parity.int8.argmax_agreement",
+                     "$.evaluation.gates[0]"], lines
+    assert "did you mean 'min_cosine'?" in lines[1]
+    as_json = CliRunner().invoke(main, ["validate", str(tmp_path / "manifest.json"), "--json"])
+    reply = json.loads(as_json.stdout)
+    assert reply["ok"] is False and len(reply["errors"]) == 4 and reply["error"] == reply["errors"][0]
+    built = run(tmp_path, doc, command="build")
+    assert built.exit_code == 2 and built.stderr.strip().splitlines() == [lines[0]], built.output
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]

@@ -1,11 +1,20 @@
-"""Named entities with character offsets: python examples/apps/tag.py ARTIFACT [TEXT]"""
-import sys
+"""Named entities with character offsets, from a token-classification artifact.
 
+Example:
+    python examples/apps/tag.py examples/demo/token_classification/artifact "Ada Lovelace wrote the notes in London."
+"""
 import readout_sdk
+from readout_sdk.decode.tagging import AGGREGATIONS
+from _app import one_line_errors, parser
 
-engine = readout_sdk.load(sys.argv[1])
-text = sys.argv[2] if len(sys.argv) > 2 else "Ada Lovelace wrote the notes in London."
-tagged = engine.tag([text], aggregation="simple")[0]
-print(f"{len(tagged)} entities{' (text truncated)' if tagged.truncated else ''}")
-for entity in tagged:
-    print(f"{entity.label:>6} [{entity.start}:{entity.end}] {entity.text!r} ({entity.score:.3f})")
+p = parser(__doc__)
+p.add_argument("texts", nargs="*", metavar="text", help="texts to tag (default: one built-in sentence)")
+p.add_argument("--aggregation", default="simple", choices=AGGREGATIONS, help="how word pieces become entities")
+args = p.parse_args()
+with one_line_errors():
+    engine = readout_sdk.load(args.artifact)
+    texts = args.texts or ["Ada Lovelace wrote the notes in London."]
+    for text, tagged in zip(texts, engine.tag(texts, aggregation=args.aggregation)):
+        print(f"{len(tagged)} entities{' (text truncated)' if tagged.truncated else ''} in {text!r}")
+        for entity in tagged:
+            print(f"  {entity.label:>6} [{entity.start}:{entity.end}] {entity.text!r} ({entity.score:.3f})")

@@ -63,10 +63,11 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved plan as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def validate(manifest: str, as_json: bool, debug: bool) -> None:
-    """Check MANIFEST against its model directory without building anything."""
+    """Check MANIFEST against its model directory without building anything; every problem found is
+    reported, one line each (build stops at the first)."""
     from readout_export.build import validate as do_validate
 
-    plan = run_command(debug, as_json, lambda: do_validate(manifest))
+    plan = run_command(debug, as_json, lambda: do_validate(manifest, every=True))
     summary = {"ok": True, "family": plan.family, "model": str(plan.source.root), "max_length": plan.max_length,
                "pooling": plan.pooling, "rows": plan.rows, "normalize": plan.normalize,
                "projection": [asdict(d) | {"path": str(d.path)} for d in plan.dense], "labels": plan.labels,

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.errors import ReadoutExportError
+from readout_export.errors import ManifestProblems, ReadoutExportError
 
 
 def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
@@ -18,6 +18,8 @@ def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
     itself, 130 for an interrupt. A native panic (a BaseException) is a failure like any other."""
     try:
         return fn()
+    except ManifestProblems as e:
+        fail(e.exit_code, str(e), as_json, debug, e.lines())
     except ReadoutExportError as e:
         fail(e.exit_code, str(e), as_json, debug)
     except KeyboardInterrupt:
@@ -46,15 +48,18 @@ def require_export_extra() -> None:
                                  "install it with: pip install 'readout-export[export]'")
 
 
-def fail(code: int, message: str, as_json: bool, debug: bool) -> None:
-    """Print ``message`` as one line (``error: ...``, or a JSON object) and exit with ``code``."""
-    message = " ".join(message.split()) or "failed"
+def fail(code: int, message: str, as_json: bool, debug: bool, every: list[str] | None = None) -> None:
+    """Print ``message`` as one line (``error: ...``, or a JSON object) and exit with ``code``;
+    ``every``: several problems, one ``error:`` line each (JSON: an ``errors`` list beside the first)."""
+    lines = [" ".join(m.split()) or "failed" for m in (every or [message])]
     if debug:
         traceback.print_exc()
     if as_json:
-        click.echo(json.dumps({"ok": False, "error": message, "exit_code": code}))
+        click.echo(json.dumps({"ok": False, "error": lines[0], "exit_code": code}
+                              | ({"errors": lines} if every else {})))
     else:
-        click.echo(f"error: {message}", err=True)
+        for line in lines:
+            click.echo(f"error: {line}", err=True)
         if code == 1 and not debug:
             click.echo("(run with --debug for the traceback)", err=True)
     sys.exit(code)

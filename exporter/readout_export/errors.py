@@ -23,3 +23,15 @@ class BuildError(ReadoutExportError):
     """The build itself failed (export, verification): exit 1, nothing left that looks built."""
 
     exit_code = 1
+
+
+class ManifestProblems(ManifestError):
+    """Several independent problems in one manifest (what `validate` reports, one line each); reads as
+    the first of them wherever a single ManifestError is expected."""
+
+    def __init__(self, problems: list[ManifestError]):
+        self.problems = problems
+        super().__init__(problems[0].path, problems[0].message)
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]

@@ -5,16 +5,18 @@ fields apply to which family is checked here, so each error names its JSON path.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import MANIFEST_SCHEMA, family_spec, json_path, load_schema
+from readout_sdk.abi import FAMILIES, MANIFEST_SCHEMA, family_spec, json_path, load_schema
 from readout_sdk.jsonl import loads
 
 from readout_export.errors import ManifestError
+from readout_export.problems import Problems
 
 COMMON_FIELDS = {"schema", "name", "model", "family", "output_dir", "max_length", "truncation", "targets",
                  "opset", "parity", "serving", "evaluation"}
@@ -57,8 +59,9 @@ class Manifest:
         return self.data.get("readout", {}).get(key, default)
 
 
-def load_manifest(path: str | Path) -> Manifest:
-    """Read ``path`` and check it against the manifest schema and the family's field table."""
+def load_manifest(path: str | Path, every: bool = False) -> Manifest:
+    """Read ``path`` and check it against the manifest schema and the family's field table. ``every``:
+    report every structural problem at once (a ManifestProblems), not only the first."""
     import jsonschema
 
     p = Path(path)
@@ -75,18 +78,24 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError("$", f"expected a JSON object, got {type(data).__name__}")
     if data.get("schema") != MANIFEST_SCHEMA:
         raise ManifestError("$.schema", f"expected {MANIFEST_SCHEMA!r}, got {data.get('schema')!r}")
+    problems = Problems(every)
     validator = jsonschema.Draft202012Validator(load_schema("manifest-1.schema.json"))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise ManifestError(*_describe(errors[0]))
-    family = data["family"]
-    spec = family_spec(family)  # which fields apply is the family's
-    for key in data:
-        if key not in COMMON_FIELDS and key not in spec.manifest_fields:
-            raise ManifestError(f"$.{key}", f"does not apply to family {family}: {WHY_NOT.get(key, 'not used')}")
-    for key in data.get("readout", {}):
-        if key not in spec.readout_fields:
-            raise ManifestError(f"$.readout.{key}", f"does not apply to family {family}")
+    for err in errors:
+        for where, why in _describe(err):
+            problems.add(ManifestError(where, why))
+    family = data.get("family")
+    if isinstance(family, str) and family in FAMILIES:
+        spec = family_spec(family)  # which fields apply is the family's
+        for key in data:
+            if key not in COMMON_FIELDS and key not in spec.manifest_fields:
+                problems.add(ManifestError(f"$.{key}", f"does not apply to family {family}: "
+                                                       f"{WHY_NOT.get(key, 'not used')}"))
+        readout = data.get("readout")
+        for key in readout if isinstance(readout, dict) else {}:
+            if key not in spec.readout_fields:
+                problems.add(ManifestError(f"$.readout.{key}", f"does not apply to family {family}"))
+    problems.raise_any()
     return Manifest(data, p.resolve())
 
 
@@ -142,23 +151,45 @@ def resolved_path(base: Path, value: str, where: str) -> Path:
     return path
 
 
-def _describe(err: Any) -> tuple[str, str]:
-    """Turn a jsonschema error into (JSON path, what was expected)."""
+def _describe(err: Any) -> list[tuple[str, str]]:
+    """Turn a jsonschema error into (JSON path, what was expected) pairs, with a did-you-mean for a
+    misspelt field name or enum value."""
     path = json_path(err.absolute_path)
     if err.validator == "additionalProperties":
-        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-        known = ", ".join(sorted(err.schema.get("properties", {})))
-        return (f"{path}.{extra[0]}" if extra else path, f"unknown field (known: {known})")
+        known = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(known)) or [""]
+        return [(f"{path}.{key}" if key else path,
+                 f"unknown field{_near(key, known)} (known: {', '.join(known)})") for key in extra]
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
-        return (f"{path}.{missing}" if path != "$" else f"$.{missing}", "required field is missing")
+        return [(f"{path}.{missing}" if path != "$" else f"$.{missing}", "required field is missing")]
     if err.validator == "enum":
-        return path, f"expected one of {err.validator_value}, got {err.instance!r}"
+        return [(path, f"expected one of {err.validator_value}, got {err.instance!r}"
+                       f"{_near(err.instance, err.validator_value)}")]
     if err.validator == "type":
-        return path, f"expected {err.validator_value}, got {type(err.instance).__name__} {err.instance!r}"
+        return [(path, f"expected {err.validator_value}, got {type(err.instance).__name__} {err.instance!r}")]
     if err.validator == "oneOf":
-        return path, f"expected {_oneof_hint(err.schema)}, got {err.instance!r}"
-    return path, err.message
+        return [(path, f"expected {_oneof_hint(err.schema)}, got {err.instance!r}"
+                       f"{_near(err.instance, _oneof_words(err.schema))}")]
+    return [(path, err.message)]
+
+
+def _near(value: Any, known: Any) -> str:
+    """``; did you mean 'x'?`` for the closest known string, or nothing."""
+    words = [k for k in known if isinstance(k, str)]
+    near = difflib.get_close_matches(value, words, 1) if isinstance(value, str) and value else []
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _oneof_words(schema: dict[str, Any]) -> list[str]:
+    """The enum values a oneOf admits (a $ref into the manifest schema's $defs included)."""
+    defs = load_schema("manifest-1.schema.json").get("$defs", {})
+    words: list[str] = []
+    for option in schema.get("oneOf", []):
+        if "$ref" in option:
+            option = defs.get(option["$ref"].rsplit("/", 1)[-1], {})
+        words += [w for w in option.get("enum", []) if isinstance(w, str)]
+    return words
 
 
 def _oneof_hint(schema: dict[str, Any]) -> str:

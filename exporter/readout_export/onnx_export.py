@@ -81,6 +81,9 @@ def _name_axes(model: Any, record: dict[str, Any]) -> None:
                 dim.dim_value = int(size)
 
 
+EXPORT_TOLERANCE = 1e-3  # max abs difference of the exported fp32 graph from eager on the example batch
+
+
 def check_export(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path, names: list[str]) -> float:
     """Run the exported file on the example batch with onnxruntime; return max abs error against eager."""
     import onnxruntime as ort
@@ -98,7 +101,7 @@ def check_export(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Pat
         if not np.array_equal(np.isnan(e), np.isnan(g)):
             raise BuildError(f"exported output {name} has NaN where eager has none (or the reverse)")
         worst = max(worst, float(np.nanmax(np.abs(e.astype(np.float64) - g))) if e.size else 0.0)
-    if worst > 1e-3:
+    if worst > EXPORT_TOLERANCE:
         raise BuildError(f"exported graph differs from eager PyTorch by {worst:.3g} on the example batch")
     return worst
 

@@ -20,6 +20,7 @@ from readout_export.errors import ManifestError
 from readout_export.family_hooks import readout_hook
 from readout_export.manifest import Manifest
 from readout_export.plan import Plan, agree as _agree
+from readout_export.problems import Problems
 from readout_export.source import ModelSource, config_int, read_source
 
 # Models whose position table is offset by padding_idx + 1 (positions start after the pad id).
@@ -43,48 +44,69 @@ def position_limit(source: ModelSource) -> int | None:
     return table
 
 
-def resolve(manifest: Manifest) -> Plan:
-    """Check ``manifest`` against its model directory and return the build plan."""
+def resolve(manifest: Manifest, every: bool = False) -> Plan:
+    """Check ``manifest`` against its model directory and return the build plan. ``every``: go on past
+    a problem and report every independent one at once (a ManifestProblems), as `validate` does."""
     data = manifest.data
     family = manifest.family
     spec = family_spec(family)
-    model_dir = manifest.model_dir
-    out = manifest.output_dir
-    if out == model_dir or model_dir in out.parents:
-        raise ManifestError("$.output_dir", f"{out} is inside the model directory {model_dir}; "
-                                            "choose a directory outside it")
-    source = read_source(model_dir)
+    problems = Problems(every)
+    model_dir = problems.check(lambda: manifest.model_dir)
+    out = problems.check(lambda: manifest.output_dir)
+    if model_dir is not None and out is not None and (out == model_dir or model_dir in out.parents):
+        problems.add(ManifestError("$.output_dir", f"{out} is inside the model directory {model_dir}; "
+                                                   "choose a directory outside it"))
+    if model_dir is None:
+        problems.raise_any()
+    source = problems.check(lambda: read_source(model_dir))
+    if source is None:  # nothing below can be checked without the model directory
+        problems.raise_any()
     plan = Plan(manifest, source, family, 0, "right", spec.truncation_strategy)
-    plan.truncation_side = _agree("$.truncation.side", source.truncation_side, data.get("truncation", {}).get("side"),
-                                  "tokenizer_config.json (truncation_side)") or "right"
-    _resolve_max_length(plan, data.get("max_length"))
-    _resolve_targets(plan, data.get("targets"))
-    plan.opset = int(data.get("opset", 18))
-    if spec.label_axis:
-        _resolve_labels(plan, data)
-    if not spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
-        raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
-                                       f"{source.st_modules[1:]} on top; export it as an embedding instead")
-    hook = readout_hook(family)
-    if hook is not None:
-        hook(plan, manifest)
-    if spec.problem_type is not None:
+
+    def side() -> None:
+        plan.truncation_side = _agree("$.truncation.side", source.truncation_side,
+                                      data.get("truncation", {}).get("side"),
+                                      "tokenizer_config.json (truncation_side)") or "right"
+
+    def modules() -> None:
+        if not spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
+            raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
+                                           f"{source.st_modules[1:]} on top; export it as an embedding instead")
+
+    def problem_type() -> None:
         declared = source.config.get("problem_type")
-        if declared is not None and declared != spec.problem_type:
+        if spec.problem_type is not None and declared is not None and declared != spec.problem_type:
             raise ManifestError("$.family", f"family {family} needs problem_type {spec.problem_type!r}, "
                                             f"but config.json declares {declared!r}")
-    if "thresholds" in spec.manifest_fields:
-        _resolve_thresholds(plan, data.get("thresholds", 0.5))
-    if plan.score_type is None and spec.score_types:
-        plan.score_type = spec.score_types[0]
-    _resolve_tokenizer(plan)
-    if "long_inputs" in data:
-        _resolve_long_inputs(plan, data["long_inputs"])
-    if "min_parity" in data.get("serving", {}):
-        _resolve_min_parity(plan, data["serving"]["min_parity"])
-    _check_parity_budgets(plan.family, data.get("parity") or {})
-    _check_evaluation(plan.family, data.get("evaluation") or {})
+
+    hook = readout_hook(family)
+    steps = [("side", side, ()), ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
+             ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
+             ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
+             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis else None, ()),
+             ("modules", modules, ()),
+             ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
+             ("problem_type", problem_type, ()),
+             ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
+              if "thresholds" in spec.manifest_fields else None, ("labels",)),
+             ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
+             ("tokenizer", lambda: _resolve_tokenizer(plan), ("side", "max_length", "hook")),
+             ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
+              else None, ("max_length", "tokenizer", "hook")),
+             ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
+              if "min_parity" in data.get("serving", {}) else None, ()),
+             ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
+             ("evaluation", lambda: _check_evaluation(plan.family, data.get("evaluation") or {}), ())]
+    for name, step, needs in steps:
+        if step is not None:
+            problems.check(step, name, needs)
+    problems.raise_any()
     return plan
+
+
+def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:
+    if plan.score_type is None and allowed:
+        plan.score_type = allowed[0]
 
 
 def _check_evaluation(family: str, section: dict[str, Any]) -> None:
@@ -144,16 +166,7 @@ def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bo
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
-    spec = family_spec(plan.family)
-    known = (*spec.metric_names, *spec.raw_metric_names)
-    for metric, value in floor.items():
-        if metric not in known:
-            raise ManifestError(f"$.serving.min_parity.{metric}", f"{plan.family} measures {list(known)}")
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ManifestError(f"$.serving.min_parity.{metric}", f"expected a finite number, got {value}")
-        why = out_of_range(metric, value)
-        if why:
-            raise ManifestError(f"$.serving.min_parity.{metric}", why)
+    _check_metrics(plan.family, floor, "$.serving.min_parity")  # non-finite numbers never get this far
     plan.min_parity = {k: float(v) for k, v in floor.items()}
 
 

@@ -12,16 +12,24 @@ import click
 from readout_export.cli_run import run_command
 
 
-def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of `readout_sdk.load`, shared by serve and encode."""
+SERVE_THREADS = "CPU threads the served engine may use in all (default: every CPU this process may run on)."
+ENCODE_THREADS = "CPU threads per Ray actor (default: the CPUs Ray assigns each actor)."
+
+
+def load_options(threads_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of `readout_sdk.load`, shared by serve and encode (``threads_help``: what --threads
+    means for this command)."""
+    return lambda fn: _with_load_options(fn, threads_help)
+
+
+def _with_load_options(fn: Callable[..., Any], threads_help: str) -> Callable[..., Any]:
     for option in reversed([
         click.option("--target", help="Run this target (see `readout-export inspect`); default: as load() picks."),
         click.option("--backend", default="auto", show_default=True,
                      type=click.Choice(["auto", "onnxruntime", "openvino", "tensorrt"])),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--streams", type=click.IntRange(min=1), help="Batches run at once (default: the backend's choice)."),
-        click.option("--threads", type=click.IntRange(min=1),
-                     help="CPU threads in all (default: every CPU; Ray actors: the CPUs Ray assigns them)."),
+        click.option("--threads", type=click.IntRange(min=1), help=threads_help),
     ]):
         fn = option(fn)
     return fn
@@ -65,7 +73,7 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
               help="Rows Triton's dynamic batcher may merge.")
 @click.option("--max-queue-delay-us", default=2000, show_default=True, help="How long Triton waits to fill a batch.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Triton's log (default: this terminal).")
-@load_options
+@load_options(SERVE_THREADS)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
           max_batch_size: int, max_queue_delay_us: int, log_file: str | None, target: str | None, backend: str,
@@ -110,7 +118,7 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
                    "out among the actors, with --address the reserved CPUs (or --threads).")
 @click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1),
               help="Rows per actor call (sorted by length within the call).")
-@load_options
+@load_options(ENCODE_THREADS)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, address: str | None,

@@ -8,6 +8,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
+from readout_sdk.agreement import metric_text
 from readout_sdk.lifecycle import keep
 
 
@@ -27,14 +28,18 @@ def table(report: Report) -> str:
     head = f"{'target':<19} {'provider':<22} {'metric':<20} {'requirement':<12} {'measured':>12}  decision"
     lines += [head, "-" * len(head)]
     for k in report.checks:
-        measured = "-" if k.measured is None else f"{k.measured:.6g}"
+        measured = metric_text(k.metric, k.measured)
         note = f"  ({k.reason})" if k.reason else ""
         lines.append(f"{k.target:<19} {k.provider:<22} {k.metric:<20} {k.requirement:<12} {measured:>12}  "
                      f"{k.decision}{note}")
     if report.measurements:
-        lines += ["", "measured, not gated:"]
+        lines += ["", "measured, not gated (diagnostics: these metrics have no budget at the target's precision, so",
+                  "they neither pass nor fail it; raw output differences are expected at reduced precision, where the",
+                  "decision and similarity metrics above are what is gated, and max_rel_error divides by the reference",
+                  "value, so it is large wherever a reference output is near zero):"]
         for m in report.measurements:
-            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<18} {m['measured']:.6g}  ({m['worst_case']})")
+            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<18} "
+                         f"{metric_text(m['metric'], m['measured']):>12}  (worst case: {m['worst_case']})")
     n = report.counts()
     lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
                   f"(NOT_EVALUATED never counts as a pass) in {report.seconds:.1f}s"]

@@ -29,6 +29,23 @@ def out_of_range(metric: str, value: float) -> str | None:
     return None
 
 
+def metric_text(metric: str, value: float | None) -> str:
+    """``value`` of ``metric`` for people. Similarities and agreements (at most 1) get as many digits as it
+    takes to show how far below 1 they are (six decimals, more where six would round to 1: 0.9999996; exactly 1 is "1"); errors get
+    three significant digits."""
+    if value is None:
+        return "-"
+    lo, hi = RANGES.get(metric, (float("-inf"), float("inf")))
+    if hi != 1.0:
+        return f"{value:.3g}"
+    if value == 1.0:
+        return "1"
+    digits = 6
+    while digits < 12 and float(f"{value:.{digits}f}") == 1.0:
+        digits += 1
+    return f"{value:.{digits}f}"
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
 

@@ -144,16 +144,16 @@ def read_onnx_record(path: Path) -> dict[str, Any]:
 
 def member(root: Path, name: str) -> Path:
     """The artifact file ``name`` names (a plain name, checked by the schema), refusing one that is missing,
-    not a regular file, or a link that leads outside the artifact."""
+    not a regular file, or a link that leads outside the artifact; each refusal names the artifact's path."""
     path = root / name
     if not path.exists():
-        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but missing")
+        raise ArtifactError(f"{path}: listed in {ARTIFACT_FILE} but missing")
     inside = root.resolve()
     real = path.resolve()
     if real.parent != inside and inside not in real.parents:
-        raise ArtifactError(f"{name}: a link to {real}, outside the artifact; an artifact is a closed set of files")
+        raise ArtifactError(f"{path}: a link to {real}, outside the artifact; an artifact is a closed set of files")
     if not real.is_file():
-        raise ArtifactError(f"{name}: listed in {ARTIFACT_FILE} but not a regular file")
+        raise ArtifactError(f"{path}: listed in {ARTIFACT_FILE} but not a regular file")
     return path
 
 
@@ -162,9 +162,9 @@ def _verify_hash(root: Path, name: str, expected: str) -> Path:
     try:
         actual = sha256_file(path)
     except OSError as e:
-        raise ArtifactError(f"{name}: cannot be read ({e.strerror or e})") from None
+        raise ArtifactError(f"{path}: cannot be read ({e.strerror or e})") from None
     if actual != expected:
-        raise ArtifactError(f"{name}: sha256 {actual} does not match {ARTIFACT_FILE} ({expected}); "
+        raise ArtifactError(f"{path}: sha256 {actual} does not match {ARTIFACT_FILE} ({expected}); "
                             "the file was changed after the build")
     return path
 

@@ -34,7 +34,7 @@ from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Mul
 from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, target_precision
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16", "int8", "auto")
-DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see README)
+DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see docs/sdk.md)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 
 

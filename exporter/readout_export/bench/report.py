@@ -5,6 +5,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.agreement import metric_text
 from readout_sdk.families import get
 
 from readout_export.bench.run import BenchReport
@@ -17,9 +18,9 @@ def to_json(report: BenchReport) -> dict[str, Any]:
 def _parity_text(row: dict[str, Any]) -> str:
     p = row.get("parity") or {}
     if "min_cosine" in p:
-        return f"cos min {p['min_cosine']:.6f} mean {p['mean_cosine']:.6f}"
+        return f"cos min {metric_text('min_cosine', p['min_cosine'])} mean {metric_text('mean_cosine', p['mean_cosine'])}"
     if "decision_agreement" in p:
-        return f"agree {p['decision_agreement']:.4f}"
+        return f"agree {metric_text('decision_agreement', p['decision_agreement'])}"
     return "-"
 
 
@@ -38,6 +39,7 @@ def table(report: BenchReport) -> str:
              f"max_batch_tokens padded tokens per batch), median of {c['repeats']} passes; latency at batch 1 "
              f"over {c['latency_items']} items (fastest of 3 calls each); parity against eager PyTorch fp32 on the "
              "same items", "",
+             "x eager is a row's items/s over the fastest eager row's (1.00x: as fast as eager PyTorch); "
              "GFLOP/s counts the model's own FLOPs (padding excluded); %peak divides it by the measured GEMM peak of "
              "the arithmetic the row runs its MatMuls in (the peak column); own work is the SDK's share of the run "
              "(tokenize, plan, pad, scatter, decode: the run replayed without the graph)", ""]

@@ -95,6 +95,7 @@ class Family:
     label_axis: ClassVar[bool] = False            # the last output axis is the ordered label map
     score_types: ClassVar[tuple[str, ...]] = ()   # declarable score types; the first is the default
     calls: ClassVar[tuple[str, ...]] = ()         # the Engine methods that run it; the first is predict's
+    result: ClassVar[type] = object               # the typed record (readout_sdk.results) its call returns per item
     manifest_fields: ClassVar[frozenset[str]] = frozenset()
     readout_fields: ClassVar[frozenset[str]] = frozenset()
     aggregations: ClassVar[tuple[str, ...]] = ()  # long-input window aggregations; () = truncation only

@@ -21,6 +21,7 @@ class CrossEncoderFamily(Family):
     label_axis = True
     score_types = ("sigmoid", "logit", "softmax")
     calls = ("score_pairs", "rerank")
+    result = Scored
     manifest_fields = frozenset({"labels", "score_type"})
     head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
     decision = "sort by score, descending; ties keep input order"

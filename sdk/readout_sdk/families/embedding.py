@@ -21,6 +21,7 @@ class EmbeddingFamily(Family):
     outputs = (TensorSpec("embeddings", "float32", ("batch", "dim")),)
     score_types = ("cosine", "dot", "euclidean")
     calls = ("embed",)
+    result = Embeddings
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
     manifest_fields = frozenset({"readout", "score_type", "long_inputs"})
     readout_fields = frozenset({"pooling", "rows", "normalize"})

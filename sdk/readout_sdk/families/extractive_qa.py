@@ -69,6 +69,7 @@ class ExtractiveQAFamily(Family):
     single_item = True
     score_types = ("span_softmax",)
     calls = ("answer",)
+    result = Answer
     manifest_fields = frozenset({"null_policy", "stride"})
     aggregations = ("best_span",)
     head = Head("AutoModelForQuestionAnswering", ("start_logits", "end_logits"), (True, True))

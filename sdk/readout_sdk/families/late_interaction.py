@@ -17,6 +17,7 @@ class LateInteractionFamily(Family):
                TensorSpec("token_mask", "int64", ("batch", "sequence")))
     score_types = ("maxsim",)
     calls = ("encode_tokens",)
+    result = TokenVectors
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
     manifest_fields = frozenset({"readout"})
     readout_fields = frozenset({"rows", "normalize"})

@@ -19,6 +19,7 @@ class MultilabelClassificationFamily(Family):
     label_axis = True
     score_types = ("sigmoid",)
     calls = ("classify",)
+    result = MultiLabel
     manifest_fields = frozenset({"labels", "thresholds", "long_inputs"})
     aggregations = ("mean_logits", "mean_probabilities")
     problem_type = "multi_label_classification"

@@ -26,6 +26,7 @@ class MultipleChoiceFamily(Family):
     single_item = True
     score_types = ("softmax",)
     calls = ("choose",)
+    result = Choice
     head = Head("AutoModelForMultipleChoice", ("logits",), (False,))
     decision = ARGMAX
     metric_names = ("argmax_agreement", "topk_agreement")

@@ -18,6 +18,7 @@ class RegressionFamily(Family):
     label_axis = True
     score_types = ("identity",)
     calls = ("classify",)
+    result = Regression
     manifest_fields = frozenset({"labels", "long_inputs"})
     aggregations = ("mean",)
     problem_type = "regression"

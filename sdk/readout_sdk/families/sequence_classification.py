@@ -20,6 +20,7 @@ class SequenceClassificationFamily(Family):
     label_axis = True
     score_types = ("softmax",)
     calls = ("classify",)
+    result = Classification
     manifest_fields = frozenset({"labels", "long_inputs"})
     aggregations = ("mean_logits", "mean_probabilities")
     problem_type = "single_label_classification"

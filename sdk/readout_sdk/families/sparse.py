@@ -15,6 +15,7 @@ class SparseFamily(Family):
     outputs = (TensorSpec("sparse_weights", "float32", ("batch", "vocab")),)
     score_types = ("dot",)
     calls = ("sparse_encode",)
+    result = SparseVector
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
     vector_layer = "head"  # term weights are the MLM head's logits, pooled: a new head means new vectors
     manifest_fields = frozenset({"readout"})

@@ -36,6 +36,7 @@ class TokenClassificationFamily(Family):
     label_axis = True
     score_types = ("softmax",)
     calls = ("tag",)
+    result = TaggedText
     manifest_fields = frozenset({"labels", "long_inputs"})
     aggregations = ("owned_tokens",)
     head = Head("AutoModelForTokenClassification", ("logits",), (True,))
