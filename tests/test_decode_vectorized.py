@@ -10,7 +10,7 @@ context masks and ties.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -200,6 +200,8 @@ def _assert_entities_equal(got, want, rel=1e-9):
         same = Entity(g.label, g.start, g.end, g.text, g.score)  # the same object as the constructor makes
         assert vars(g) == vars(same) or math.isnan(g.score)
         assert repr(g) == repr(same) and (math.isnan(g.score) or (g == same and hash(g) == hash(same)))
+        with pytest.raises(FrozenInstanceError):  # still the frozen dataclass
+            g.label = "changed"
         if math.isnan(w.score):
             assert math.isnan(g.score)
         else:

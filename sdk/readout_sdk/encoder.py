@@ -41,7 +41,7 @@ class TextEncoder:
 
     def check(self, index: int, enc: Encoding, what: str = "text") -> None:
         """Refuse an item whose readout would select zero rows (the record's zero-row policy)."""
-        if self.content_rows(enc) == 0:
+        if all(map(self.inserted.__contains__, enc.ids)):  # stops at the first content row
             raise InputRefused(f"item {index}: the {what} has no content tokens (empty or whitespace only); "
                                "this artifact refuses inputs whose readout selects zero rows")
 
