@@ -244,7 +244,8 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
     if fam.calibrators:
         lines.append(f"`readout-export calibrate` can fit: {', '.join(f'`{c}`' for c in fam.calibrators)}.")
     lines += ["", "## Demo", "", "A SYNTHETIC model (random weights: the workflow is real, the answers are not):", "",
-              "```bash", f"python examples/demo_models.py --build --only {name}",
+              "```bash skip: the docs fixture builds every demo, docs/quickstart.md runs each app on it and "
+              "tests/test_parity.py runs parity on every family", f"python examples/demo_models.py --build --only {name}",
               f"readout-export parity examples/demo/{name}/artifact",
               f"python examples/apps/{app} examples/demo/{name}/artifact --help", "```", ""]
     return "\n".join(lines)

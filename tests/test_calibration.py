@@ -258,10 +258,10 @@ def test_lifecycle_reaches_evaluated_only_on_a_passing_test_run(calibrated, tmp_
     state = json.loads((child / "readout.json").read_text())["lifecycle"]
     assert state["state"] == "EVALUATED" and any(e["file"] == "evaluation.json" for e in state["rests_on"])
     bad = cli("evaluate", child, "--data", test, "--role", "test", "--gate", "accuracy>=0.99", "--gate", "nll<=0",
-              "--junit", tmp_path / "bad.xml")
+              "--junit", tmp_path / "reports" / "bad.xml")  # reports/ does not exist yet: it is made
     assert bad.exit_code == 1
     assert json.loads((child / "readout.json").read_text())["lifecycle"]["state"] == "RECONCILED"
-    xml = (tmp_path / "bad.xml").read_text()
+    xml = (tmp_path / "reports" / "bad.xml").read_text()
     assert xml.count("<testcase") == 2 and xml.count("<failure") == 1 and "nll&lt;=0" in xml
 
 

@@ -19,7 +19,7 @@ import pytest
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.scores import softmax
 from readout_sdk.decode.spans import best_spans, window_probabilities
-from readout_sdk.decode.tagging import AGGREGATIONS, Piece, Pieces, decode_entities, pieces
+from readout_sdk.decode.tagging import AGGREGATIONS, Piece, Pieces, decode_entities, decode_entities_many, pieces
 from readout_sdk.decode.words import span_chars
 from readout_sdk.families.extractive_qa import FAMILY as QA
 from readout_sdk.families.token_classification import FAMILY as TC
@@ -344,6 +344,41 @@ def test_decode_entities_match_the_pre_vectorization_implementation():
                                        1e-6 if dtype == np.float32 else 1e-9)
             checked += 1
     assert checked == 600 * len(AGGREGATIONS)
+
+
+def test_decode_entities_of_many_texts_at_once_match_the_oracle_per_text():
+    """decode_entities_many (what the SDK's tag() runs per chunk of texts) gives each text exactly the
+    pre-vectorization oracle's entities: words and entities never run from one text into the next, empty
+    texts and single-token ones included; float32 and float64 texts mixed in one call too."""
+    rng = np.random.RandomState(7)
+    checked = 0
+    for case in range(150):
+        labels = LABEL_SETS[case % len(LABEL_SETS)]
+        scheme = ["BIO", "BIOES", "none"][rng.randint(3)]
+        nan_rate = [0.0, 0.0, 0.02, 0.2][rng.randint(4)]
+        mixed = case % 10 == 0
+        group = []
+        for _ in range(rng.randint(1, 9)):
+            dtype = np.float32 if mixed and rng.rand() < 0.5 else np.float64
+            text, ps = _random_items(rng, len(labels), nan_rate, dtype)
+            if rng.rand() < 0.15:  # a text whose rows are all special: no pieces
+                ps = ps[0:0]
+            elif rng.rand() < 0.3:  # a text that opens with a continuation piece (a window cut mid-word)
+                sub = ps.is_subword.copy()
+                sub[0] = True
+                ps = Pieces(ps.scores, ps.start, ps.end, sub)
+            group.append((text, ps, dtype))
+        ignore = [("O",), ("O", "PER"), ()][rng.randint(3)] if rng.rand() < 0.3 else ("O",)
+        for mode in AGGREGATIONS:
+            got = decode_entities_many([t for t, _, _ in group], [p for _, p, _ in group], labels, mode, ignore, scheme)
+            assert len(got) == len(group)
+            for (text, ps, dtype), entities in zip(group, got):
+                ref_items = [_RefPiece(p.scores, p.start, p.end, p.is_subword) for p in ps]
+                with _quiet():
+                    want = _ref_decode_entities(text, ref_items, labels, mode, ignore, scheme)
+                _assert_entities_equal(entities, want, 1e-6 if dtype == np.float32 else 1e-9)
+                checked += 1
+    assert checked > 150 * len(AGGREGATIONS) * 3
 
 
 def _quiet():

@@ -1,9 +1,12 @@
 """The documentation cannot go stale: generated pages match what they describe, links resolve, and
-every code block marked runnable (a fence whose info string is ``bash run`` or ``python run``) runs.
+every shell or Python block runs, or says why it cannot here (tests/docblocks.py: ``run``, ``setup``,
+``skip: REASON``).
 
 The runnable blocks run in the repository root, in file order, on the artifacts the docs tell a new
-user to build (the `docs_artifacts` fixture): the REAL all-MiniLM-L6-v2 quick start
-(examples/minilm/dist/minilm) and one SYNTHETIC demo artifact per family (examples/demo/<family>/artifact).
+user to build (the `docs_artifacts` fixture runs the ``setup`` blocks): the REAL all-MiniLM-L6-v2 quick
+start (examples/minilm/dist/minilm) and one SYNTHETIC demo artifact per family
+(examples/demo/<family>/artifact). A block that starts a server in the background (``&``) has it
+stopped by the block itself; whatever a failed block leaves running is killed with its process group.
 """
 from __future__ import annotations
 
@@ -15,24 +18,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
+from docblocks import DOCS, ROOT, code_blocks
+
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-
-
-def _blocks(path: Path) -> list[tuple[int, str, str]]:
-    """(line, language, code) of every runnable block of ``path``."""
-    text = path.read_text(encoding="utf-8")
-    out = []
-    for m in FENCE.finditer(text):
-        words = m.group(1).split()
-        if len(words) >= 2 and words[1] == "run" and words[0] in ("bash", "python"):
-            out.append((text.count("\n", 0, m.start()) + 1, words[0], m.group(2)))
-    return out
-
-
-RUNNABLE = [(p, *b) for p in DOCS for b in _blocks(p)]
+RUNNABLE = [b for b in code_blocks() if b.mode == "run"]
 
 
 def test_generated_reference_pages_are_current():
@@ -100,15 +89,50 @@ def test_readme_is_a_page_with_the_ci_test_command_and_no_verdicts():
     assert test_line.strip() in readme, "the README's test command and .ci/run must stay in step"
 
 
-@pytest.mark.parametrize("page,line,language,code", RUNNABLE,
-                         ids=[f"{p.relative_to(ROOT)}:{line}" for p, line, _, _ in RUNNABLE])
-def test_runnable_block(docs_artifacts, page, line, language, code):
-    """The block at ``page``:``line`` runs as the docs show it (exit 0)."""
-    cmd = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
-    done = subprocess.run(cmd, cwd=ROOT, env=docs_artifacts, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{page.relative_to(ROOT)}:{line} failed:\n{done.stdout[-1500:]}\n{done.stderr[-2500:]}"
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
+def test_runnable_block(docs_artifacts, block):
+    """The block runs as the docs show it (exit 0)."""
+    import os
+    import signal
+
+    cmd = ["bash", "-euo", "pipefail", "-c", block.code] if block.language == "bash" else [sys.executable, "-c", block.code]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=docs_artifacts, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        try:  # anything the block started and left running (a server whose client failed)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert proc.returncode == 0, f"{block.where} failed:\n{(out or '')[-1500:]}\n{(err or '')[-2500:]}"
+
+
+def test_every_shell_and_python_block_runs_or_says_why_not():
+    """run, setup or "skip: REASON" on every bash/python fence (a bare ```bash is an example nobody runs)."""
+    unmarked = [b.where for b in code_blocks() if b.mode not in ("run", "setup", "skip") or
+                (b.mode == "skip" and len(b.reason) < 10)]
+    assert not unmarked, f"blocks that neither run nor say why not: {unmarked}"
+
+
+def test_serving_guides_record_table_matches_the_registry():
+    """docs/serving.md's table of request fields and result records: each family's row names exactly the
+    registry's fields and record keys (what predict_records returns on every path)."""
+    from readout_sdk.families import REGISTRY
+
+    rows = {}
+    for line in (ROOT / "docs" / "serving.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in REGISTRY:
+            record = re.sub(r"\[.*?\]|\{.*?\}|\(.*?\)", "", cells[2])  # what a key holds, not a key
+            rows[cells[0]] = (re.findall(r"`(\w+)`", cells[1]), re.findall(r"`(\w+)`", record))
+    assert set(rows) == set(REGISTRY)
+    for name, (fields, keys) in rows.items():
+        assert tuple(fields) == REGISTRY[name].fields, name
+        assert set(keys) == set(REGISTRY[name].record_keys), name
 
 
 def test_there_are_runnable_blocks_in_the_guides():
-    pages = {p.relative_to(ROOT).as_posix() for p, *_ in RUNNABLE}
-    assert len(RUNNABLE) >= 8 and {"docs/quickstart.md", "docs/sdk.md"} <= pages
+    pages = {b.page.relative_to(ROOT).as_posix() for b in RUNNABLE}
+    assert len(RUNNABLE) >= 8 and {"docs/quickstart.md", "docs/sdk.md", "docs/serving.md"} <= pages

@@ -132,3 +132,29 @@ def test_ci_examples_use_commands_and_options_that_exist():
                     assert word in known, f"{path.name}: {m.group(1)} has no option {word}"
             seen += 1
     assert seen >= 8
+
+
+def test_serving_client_has_help_and_fails_in_one_line_without_a_server():
+    """examples/serving/client.py (docs/serving.md runs it against a real server): --help, and with nothing
+    listening one `error:` line naming the address, status 2, after its --wait."""
+    import socket
+
+    client = APPS.parent / "serving" / "client.py"
+    done = subprocess.run([sys.executable, str(client), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage:" in done.stdout and "--wait" in done.stdout, done.stderr
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([sys.executable, str(client), "m", "hello", "--url", f"127.0.0.1:{port}", "--wait", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr and "not ready" in done.stderr
+
+
+def test_answer_app_prints_one_answer_for_top_k_1(shared):
+    """engine.answer returns one Answer for top_k=1 (a list otherwise); the app prints either."""
+    one = run_app("answer.py", shared("qa")[1], "Who wrote it?", "Ada wrote the report in London.", "--top-k", "1")
+    three = run_app("answer.py", shared("qa")[1], "Who wrote it?", "Ada wrote the report in London.", "--top-k", "3")
+    assert len(one.splitlines()) == 1 and "score" in one
+    assert len(three.splitlines()) == 3 and three.splitlines()[0] == one.splitlines()[0]  # best first

@@ -24,10 +24,12 @@ def by_metric(report, target="onnx-fp32"):
 
 def test_minilm_fp32_and_int8(shared, tmp_path):
     artifact = shared("embedding")[1]
-    result = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "1,7", "--json", str(tmp_path / "p.json"),
-                                       "--junit", str(tmp_path / "p.xml")])
+    reports = tmp_path / "reports" / "ci"  # absent, as on a fresh CI runner: the reports' directory is made
+    result = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "1,7", "--json", str(reports / "p.json"),
+                                       "--junit", str(reports / "p.xml")])
     assert result.exit_code == 0, result.output
-    report = json.loads((tmp_path / "p.json").read_text())
+    assert (reports / "p.xml").read_text().startswith("<?xml")
+    report = json.loads((reports / "p.json").read_text())
     checks = {(c["target"], c["metric"]): c for c in report["checks"] if c["provider"] == "CPUExecutionProvider"}
     for metric in ("max_abs_error", "min_cosine", "knn10_overlap", "rank_correlation"):
         assert checks[("onnx-fp32", metric)]["decision"] == PASS

@@ -13,5 +13,6 @@ p.add_argument("--top-k", type=int, default=3, help="answers to print")
 args = p.parse_args()
 with one_line_errors():
     engine = readout_sdk.load(args.artifact)
-    for a in engine.answer(args.question, args.context, top_k=args.top_k):
+    answers = engine.answer(args.question, args.context, top_k=args.top_k)
+    for a in answers if isinstance(answers, list) else [answers]:  # top_k=1 returns one Answer
         print("(no answer)" if a.is_null else f"{a.text!r} [{a.start}:{a.end}]", f"score {a.score:.3f}")

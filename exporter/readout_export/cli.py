@@ -10,6 +10,8 @@ from dataclasses import asdict
 
 import click
 
+from readout_sdk.atomic import write_report
+
 from readout_export.cli_run import require_export_extra, run_command
 
 
@@ -125,8 +127,6 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
     Exit 0 when every evaluated check passes, 1 on any FAIL (and with --strict on any NOT_EVALUATED),
     2 on a bad artifact or usage. The artifact keeps the report as parity.json.
     """
-    from pathlib import Path
-
     try:
         sizes = tuple(int(w) for w in widths.split(","))
         if not sizes or min(sizes) < 1:
@@ -150,9 +150,9 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
             raise ArtifactError(str(e)) from None
         keep_in_artifact(report)
         if json_path:
-            Path(json_path).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+            write_report(json_path, json.dumps(to_json(report), indent=2) + "\n")
         if junit_path:
-            Path(junit_path).write_text(junit(report), encoding="utf-8")
+            write_report(junit_path, junit(report))
         return report
 
     report = run_command(debug, False, go)
@@ -202,7 +202,7 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
         if keep:
             keep_in_artifact(report)
         if json_path:
-            Path(json_path).write_text(json.dumps(to_json(report), indent=2, default=str) + "\n", encoding="utf-8")
+            write_report(json_path, json.dumps(to_json(report), indent=2, default=str) + "\n")
         if plot_path:
             plot(report, Path(plot_path))
         return report

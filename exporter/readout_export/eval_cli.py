@@ -7,9 +7,10 @@ gate, or a split-role conflict).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
+
+from readout_sdk.atomic import write_report
 
 from readout_export.cli_run import run_command
 
@@ -70,9 +71,9 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
 
             raise InputRefused(str(e)) from None
         if json_path:
-            Path(json_path).write_text(json.dumps(public(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            write_report(json_path, json.dumps(public(doc), indent=2, allow_nan=False) + "\n")
         if junit_path:
-            Path(junit_path).write_text(junit(doc), encoding="utf-8")
+            write_report(junit_path, junit(doc))
         if plots_dir:
             from readout_sdk.evaluation.plots import write
 

@@ -13,3 +13,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         f.write(data)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+def write_report(path: str | Path, text: str) -> None:
+    """A report a command was asked for (``--json``, ``--junit``): its directory is made if missing (a CI
+    job's ``reports/`` on a fresh runner), then written atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text.encode("utf-8"))

@@ -36,6 +36,7 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16", "int8", "auto")
 DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see docs/sdk.md)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
+DECIDE_RUN = 256  # items decided at once: a family's decoder pays its per-call cost once per run
 
 
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
@@ -280,8 +281,19 @@ class Engine:
                 options: dict[str, Any]) -> Iterator["Traced"]:
         fam = self.family_spec
         opts = fam.options(self.context, **options)
+        run: list[tuple[Any, list[dict[str, np.ndarray]], Any, bool]] = []
+
+        def decided() -> Iterator[Traced]:  # a run of items at a time (Family.decide_all), in order
+            for (item, outs, parts, cut), result in zip(run, fam.decide_all(self.context, run, **opts)):
+                yield Traced(item, result, outs, parts, cut)
+
         for outs, parts, item, cut in self._parts(items, batch_size, show_progress, what):
-            yield Traced(item, fam.decide(self.context, item, outs, parts, cut, **opts), outs, parts, cut)
+            run.append((item, outs, parts, cut))
+            if len(run) == DECIDE_RUN:
+                yield from decided()
+                run = []
+        if run:
+            yield from decided()
 
     def trace(self, items: Iterable[Any], batch_size: int = 32, **options: Any) -> list["Traced"]:
         """The family's decision per item (as :meth:`decide`, before results are collected), with the raw

@@ -190,11 +190,13 @@ def _mean(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
                                                                                            dtype=np.intp)
 
 
-def _words(items: Pieces, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Force agreement inside each word: per word the (words, labels) scores, start and end."""
+def _words(items: Pieces, mode: str, firsts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Force agreement inside each word: per word the (words, labels) scores, start, end and first row.
+    A word starts at every row that is not a subword and at each text's first row (``firsts``)."""
     n = len(items)
     new = np.empty(n + 1, bool)  # a word starts at every row that is not a subword, at 0, and (sentinel) at n
     np.logical_not(items.is_subword, out=new[:n])
+    new[firsts] = True
     new[0] = new[n] = True
     bounds = new.nonzero()[0]
     starts = bounds[:-1]
@@ -212,7 +214,7 @@ def _words(items: Pieces, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray
         words = scores[pick]
     else:  # average, NaN entries left out (np.nanmean per word)
         words = _mean(scores, bounds).astype(scores.dtype, copy=False)
-    return words, items.start[starts], items.end[bounds[1:] - 1]
+    return words, items.start[starts], items.end[bounds[1:] - 1], starts
 
 
 def _entity(label: str, start: int, end: int, text: str, score: float, _new=object.__new__) -> Entity:
@@ -229,31 +231,56 @@ def decode_entities(text: str, items: Union[Pieces, Sequence[Piece]], labels: Se
     """Entities for one text under aggregation ``mode`` and the record's tag ``scheme`` (BIO, BIOES, none).
 
     ``items`` is the ``Pieces`` of the text (or a list of ``Piece`` rows, stacked first)."""
+    return decode_entities_many([text], [items], labels, mode, ignore, scheme)[0]
+
+
+def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Sequence[Piece]]], labels: Sequence[str],
+                         mode: str, ignore: tuple[str, ...] = ("O",), scheme: str = "BIO") -> list[list[Entity]]:
+    """``decode_entities`` of many texts at once (``items[i]`` the pieces of ``texts[i]``), with the same
+    results: their rows are decoded as one array, words and entities never crossing from one text to the
+    next, so the numpy work is paid once per call rather than once per text."""
     if mode not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
-    items = Pieces.of(items)
-    if len(items) == 0:
-        return []
+    ps = [Pieces.of(p) for p in items]
+    out: list[list[Entity]] = [[] for _ in ps]
+    full = [p for p in ps if len(p)]
+    if not full:
+        return out
+    if len({p.scores.dtype for p in full}) > 1:  # one array would change the arithmetic of some: one by one
+        return [decode_entities_many([t], [p], labels, mode, ignore, scheme)[0] for t, p in zip(texts, ps)]
+    sizes = np.fromiter(map(len, ps), np.int64, len(ps))
+    firsts = np.concatenate(([0], np.cumsum(sizes)[:-1]))  # each text's first row in the joined rows
+    rows = Pieces.concat(full)
+    owner = np.repeat(np.arange(len(ps)), sizes)  # the text of each row
     if mode in ("none", "simple"):
-        scores, starts, ends = items.scores, items.start, items.end
+        scores, starts, ends = rows.scores, rows.start, rows.end
     else:
-        scores, starts, ends = _words(items, mode)
+        scores, starts, ends, word_rows = _words(rows, mode, firsts)
+        owner = owner[word_rows]
+        firsts = np.searchsorted(word_rows, firsts)  # each text's first word
     k = scores.argmax(axis=1)
     score = scores[np.arange(len(k)), k].astype(np.float64, copy=False)  # float(p.scores[k])
     codes = _codes(tuple(labels), scheme, ignore if isinstance(ignore, (str, tuple, frozenset)) else tuple(ignore))
     if mode == "none":
-        rows = codes.kept[k].nonzero()[0].tolist()
-        ks, ss, es, sc = k.tolist(), starts.tolist(), ends.tolist(), score.tolist()
-        return [_entity(labels[ks[r]], ss[r], es[r], text[ss[r]:es[r]], sc[r]) for r in rows]
+        kept = codes.kept[k].nonzero()[0].tolist()
+        ks, ss, es, sc, ow = k.tolist(), starts.tolist(), ends.tolist(), score.tolist(), owner.tolist()
+        for r in kept:
+            text = texts[ow[r]]
+            out[ow[r]].append(_entity(labels[ks[r]], ss[r], es[r], text[ss[r]:es[r]], sc[r]))
+        return out
     # token i continues the entity of token i - 1 (that one left it open; i is I-/E- of the same type)
     n = len(k)
-    new = np.empty(n + 1, bool)  # a group starts at 0, wherever a token does not continue, and (sentinel) at n
-    np.logical_not(codes.follows[k[:-1], k[1:]], out=new[1:n])
+    new = np.empty(n + 1, bool)  # a group starts at 0, wherever a token does not continue, at each text's
+    np.logical_not(codes.follows[k[:-1], k[1:]], out=new[1:n])  # first token, and (sentinel) at n
+    new[firsts] = True
     new[0] = new[n] = True
     bounds = new.nonzero()[0]
     first = bounds[:-1]
     mean = _mean(score, bounds).tolist()
-    opens = k[first].tolist()
+    opens, owners = k[first].tolist(), owner[first].tolist()
     a, b = starts[first].tolist(), ends[bounds[1:] - 1].tolist()
     entity, dropped = codes.entity, codes.entity_ignored
-    return [_entity(entity[lab], s, e, text[s:e], m) for lab, s, e, m in zip(opens, a, b, mean) if not dropped[lab]]
+    for lab, o, s, e, m in zip(opens, owners, a, b, mean):
+        if not dropped[lab]:
+            out[o].append(_entity(entity[lab], s, e, texts[o][s:e], m))
+    return out

@@ -210,6 +210,12 @@ class Family:
         """One item's typed result from its parts' raw named outputs (the family's only decoder)."""
         raise NotImplementedError
 
+    def decide_all(self, ctx: Context, items: Sequence[tuple[Any, list[dict[str, np.ndarray]], list[Prepared], bool]],
+                   **options: Any) -> list[Any]:
+        """:meth:`decide` of each (item, outs, parts, truncated), in order: what the engine calls per run of
+        items. A family whose decoding costs less across items at once overrides this (results equal)."""
+        return [self.decide(ctx, item, outs, parts, cut, **options) for item, outs, parts, cut in items]
+
     def collect(self, ctx: Context, results: list[Any], truncated: tuple[bool, ...]) -> Any:
         """The call's return value from the per-item results (a list, unless the family batches them)."""
         return results

@@ -1,0 +1,64 @@
+"""Call a model that `readout-export serve` (or a Triton model repository) serves, over HTTP; print its records.
+
+Waits until the model is ready (a server just started takes a few seconds), sends the texts as one
+request (each a row of the BYTES input FIELD, shape [n, 1]) and prints one JSON record per row, in the
+order sent, then the release that answered (`serve` replies carry it; a repository's configs do).
+Needs tritonclient's HTTP client (the `serve` extra).
+
+Example, with `readout-export serve examples/demo/sequence_classification/artifact` running:
+    python examples/serving/client.py demo-sequence-classification "great film" "awful service"
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def main() -> int:
+    first, _, rest = __doc__.strip().partition("\n")
+    p = argparse.ArgumentParser(description=first, epilog=rest.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="the served model's name (serve's --name; default there: the artifact's name)")
+    p.add_argument("texts", nargs="+", metavar="text", help="the rows to send")
+    p.add_argument("--field", default="text", help="the input the texts go to (default: text)")
+    p.add_argument("--url", default="127.0.0.1:8000", help="the server's HTTP address (default: 127.0.0.1:8000)")
+    p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the model to be ready (default: 120)")
+    args = p.parse_args()
+    try:
+        import numpy as np
+        import tritonclient.http as http
+    except ImportError as e:
+        print(f"error: {e.name} is not installed (tritonclient's HTTP client): pip install 'readout-export[serve]'",
+              file=sys.stderr)
+        return 2
+    client = http.InferenceServerClient(args.url)
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            if client.is_model_ready(args.model):
+                break
+        except Exception:  # nothing listening yet: the server is still starting
+            pass
+        if time.monotonic() > deadline:
+            print(f"error: model {args.model!r} was not ready at {args.url} within {args.wait:g} s "
+                  "(is `readout-export serve` running, and under that name?)", file=sys.stderr)
+            return 2
+        time.sleep(0.5)
+    rows = http.InferInput(args.field, [len(args.texts), 1], "BYTES")
+    rows.set_data_from_numpy(np.array([[t.encode()] for t in args.texts], dtype=object))
+    try:
+        reply = client.infer(args.model, [rows])
+    except Exception as e:  # a refused request: Triton's message, in one line
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    for text, record in zip(args.texts, reply.as_numpy("result")):
+        print(json.dumps(json.loads(record[0])), " <-", text)
+    release = reply.as_numpy("release_id")  # None where the model has no such output (a repository's text model)
+    if release is not None:
+        print("release:", release[0][0].decode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
