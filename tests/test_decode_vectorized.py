@@ -19,7 +19,8 @@ import pytest
 from readout_sdk.decode import scores as S
 from readout_sdk.decode.scores import softmax
 from readout_sdk.decode.spans import best_spans, window_probabilities
-from readout_sdk.decode.tagging import AGGREGATIONS, Piece, Pieces, decode_entities, decode_entities_many, pieces
+from readout_sdk.decode.tagging import (AGGREGATIONS, Piece, Pieces, decode_entities, decode_entities_many, pieces,
+                                         pieces_many)
 from readout_sdk.decode.words import span_chars
 from readout_sdk.families.extractive_qa import FAMILY as QA
 from readout_sdk.families.token_classification import FAMILY as TC
@@ -295,6 +296,34 @@ def test_pieces_match_the_pre_vectorization_implementation():
             assert isinstance(g, Piece) and (g.start, g.end, g.is_subword) == (w.start, w.end, w.is_subword)
             assert type(g.start) is int and type(g.is_subword) is bool
             np.testing.assert_array_equal(g.scores, w.scores)
+
+
+def test_pieces_of_many_encodings_at_once_match_the_oracle_per_encoding():
+    """pieces_many (what tag() runs per run of texts) gives each encoding exactly the oracle's rows: the
+    texts' flags never leak into each other (spaces, lengths), with and without a word-aware vocabulary,
+    owned-row masks, encodings without rows, and a group holding a negative offset (row by row)."""
+    rng = np.random.RandomState(4321)
+    for case in range(120):
+        prefix = ["##", None, "", "▁"][case % 4]
+        unk = [100, None][case % 3 == 0]
+        n_labels = rng.randint(1, 6)
+        group, wants = [], []
+        for _ in range(rng.randint(1, 7)):
+            text, spans = _random_text(rng)
+            offsets, tokens, special, ids = _random_encoding(rng, text, spans, prefix or "")
+            if rng.rand() < 0.15:  # no rows at all
+                offsets, tokens, special, ids = [], [], [], []
+            if case % 10 == 0 and offsets:  # Python's negative slicing, as a hand-made offset can ask
+                offsets = [(-2, -1)] + list(offsets[1:])
+            probs = _random_probs(rng, len(offsets), n_labels, nan_rate=0.0)
+            if rng.rand() < 0.3:
+                special = np.array([bool(s or rng.rand() < 0.3) for s in special], bool)
+            group.append((text, probs, offsets, special, ids, tokens))
+            wants.append(_ref_pieces(text, probs, offsets, special, ids, tokens, unk, prefix))
+        for got, want in zip(pieces_many(group, unk, prefix), wants):
+            assert got.start.tolist() == [p.start for p in want] and got.end.tolist() == [p.end for p in want]
+            assert got.is_subword.tolist() == [p.is_subword for p in want]
+            np.testing.assert_array_equal(got.scores, np.array([p.scores for p in want]).reshape(-1, n_labels))
 
 
 def test_pieces_edge_cases():

@@ -5,7 +5,10 @@ run directly, in order, with none lost; a refused request fails alone; SIGTERM s
 Models: SYNTHETIC tiny BERT classifier and cross-encoder, REAL all-MiniLM-L6-v2 (embeddings)."""
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,7 +83,19 @@ def test_pairs_and_real_embeddings_over_grpc_and_http(shared, tmp_path):
         replies = concurrently(served, [{"query": list(queries[i::3]), "document": list(docs[i::3])} for i in range(3)], 3)
         with pytest.raises(Exception, match=r"missing required input\(s\) \['document'\]"):
             infer(served.url("http"), "m", {"query": ["q"]})  # Triton itself refuses a request without every field
+        # the docs' client (examples/serving/client.py) learns the fields from the server: rows of two values
+        client = [sys.executable, str(Path(__file__).resolve().parents[1] / "examples" / "serving" / "client.py"), "m",
+                  "--url", served.url("http")]
+        done = subprocess.run([*client, queries[0], docs[0], queries[1], docs[1]], capture_output=True, text=True,
+                              timeout=120)
+        odd = subprocess.run([*client, queries[0], docs[0], queries[1]], capture_output=True, text=True, timeout=120)
         assert served.stop() == 0
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line.split("  <-", 1)[0]) for line in done.stdout.splitlines()[:2]]
+    want = engine.score_pairs([(queries[0], docs[0]), (queries[1], docs[1])])
+    assert [r["score"] for r in records] == pytest.approx([w.score for w in want], abs=1e-6)
+    assert done.stdout.splitlines()[2] == f"release: {engine.release_id}"
+    assert odd.returncode == 2 and odd.stderr.startswith("error: m takes rows of 2 values (query, document)"), odd.stderr
     for i, reply in enumerate(replies):
         expected = engine.score_pairs(list(zip(queries[i::3], docs[i::3])))
         assert [r["score"] for r in reply] == pytest.approx([e.score for e in expected], abs=1e-6)

@@ -1,12 +1,16 @@
 """Call a model that `readout-export serve` (or a Triton model repository) serves, over HTTP; print its records.
 
-Waits until the model is ready (a server just started takes a few seconds), sends the texts as one
-request (each a row of the BYTES input FIELD, shape [n, 1]) and prints one JSON record per row, in the
-order sent, then the release that answered (`serve` replies carry it; a repository's configs do).
-Needs tritonclient's HTTP client (the `serve` extra).
+Waits until the model is ready (a server just started takes a few seconds), asks the server which
+inputs the model takes (the family's fields: `text`; `query`, `document`; `question`, `context`;
+`question`, `choices` as a JSON list), reads the values in that order, one row after another, sends them
+as one request (each field a BYTES input of shape [n, 1]) and prints one JSON record per row, in the order
+sent, then the release that answered (`serve` replies carry it). Needs tritonclient's HTTP client (the
+`serve` extra).
 
-Example, with `readout-export serve examples/demo/sequence_classification/artifact` running:
+Examples, with `readout-export serve ARTIFACT` running for the demo artifact of that family:
     python examples/serving/client.py demo-sequence-classification "great film" "awful service"
+    python examples/serving/client.py demo-cross-encoder "Where is Paris?" "In France." "Where is Paris?" "Bananas."
+    python examples/serving/client.py demo-multiple-choice "The capital of France is" '["Paris.", "Berlin."]'
 """
 from __future__ import annotations
 
@@ -20,8 +24,7 @@ def main() -> int:
     first, _, rest = __doc__.strip().partition("\n")
     p = argparse.ArgumentParser(description=first, epilog=rest.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="the served model's name (serve's --name; default there: the artifact's name)")
-    p.add_argument("texts", nargs="+", metavar="text", help="the rows to send")
-    p.add_argument("--field", default="text", help="the input the texts go to (default: text)")
+    p.add_argument("values", nargs="+", metavar="value", help="the rows to send: each row's fields in order")
     p.add_argument("--url", default="127.0.0.1:8000", help="the server's HTTP address (default: 127.0.0.1:8000)")
     p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the model to be ready (default: 120)")
     args = p.parse_args()
@@ -45,15 +48,24 @@ def main() -> int:
                   "(is `readout-export serve` running, and under that name?)", file=sys.stderr)
             return 2
         time.sleep(0.5)
-    rows = http.InferInput(args.field, [len(args.texts), 1], "BYTES")
-    rows.set_data_from_numpy(np.array([[t.encode()] for t in args.texts], dtype=object))
+    fields = [i["name"] for i in client.get_model_metadata(args.model)["inputs"]]
+    if len(args.values) % len(fields):
+        print(f"error: {args.model} takes rows of {len(fields)} values ({', '.join(fields)}); "
+              f"got {len(args.values)} values", file=sys.stderr)
+        return 2
+    rows = [args.values[i:i + len(fields)] for i in range(0, len(args.values), len(fields))]
+    inputs = []
+    for k, field in enumerate(fields):
+        column = http.InferInput(field, [len(rows), 1], "BYTES")
+        column.set_data_from_numpy(np.array([[row[k].encode()] for row in rows], dtype=object))
+        inputs.append(column)
     try:
-        reply = client.infer(args.model, [rows])
+        reply = client.infer(args.model, inputs)
     except Exception as e:  # a refused request: Triton's message, in one line
         print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
-    for text, record in zip(args.texts, reply.as_numpy("result")):
-        print(json.dumps(json.loads(record[0])), " <-", text)
+    for row, record in zip(rows, reply.as_numpy("result")):
+        print(json.dumps(json.loads(record[0])), " <-", " | ".join(row))
     release = reply.as_numpy("release_id")  # None where the model has no such output (a repository's text model)
     if release is not None:
         print("release:", release[0][0].decode())

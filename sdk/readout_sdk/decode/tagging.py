@@ -103,42 +103,71 @@ def pieces(text: str, probs: np.ndarray, offsets: Sequence[tuple[int, int]], spe
 
     ``tokens`` is read only for a word-aware vocabulary (``subword_prefix`` set), ``ids`` only with an
     ``unk_id``. Rows are paired as ``zip`` pairs them (the shortest input decides)."""
-    probs = np.asarray(probs)
-    n = min(len(probs), len(offsets), len(special))
-    if subword_prefix:
-        n = min(n, len(tokens))
-    if unk_id is not None:
-        n = min(n, len(ids))
-    if n == 0:
-        return Pieces(probs[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
-    off = np.fromiter(chain.from_iterable(_head(offsets, n)), np.int64, 2 * n).reshape(n, 2)
-    special = _head(special, n)
-    keep = ~(special if isinstance(special, np.ndarray) else np.fromiter(special, bool, n)).astype(bool, copy=False)
-    start, end = off[:, 0], off[:, 1]
-    size = len(text)
-    if off.min() < 0:  # Python's negative slicing: not from a tokenizer, done row by row
+    return pieces_many([(text, probs, offsets, special, ids, tokens)], unk_id, subword_prefix)[0]
+
+
+Window = tuple  # (text, probs, offsets, special, ids, tokens): one encoding's arguments of ``pieces``
+
+
+def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: str | None) -> list[Pieces]:
+    """``pieces`` of many encodings at once (each ``(text, probs, offsets, special, ids, tokens)``), with
+    the same results: their rows are classified as one array, so the numpy work is paid once per call."""
+    ns = []
+    for text, probs, offsets, special, ids, tokens in windows:
+        n = min(len(probs), len(offsets), len(special))
         if subword_prefix:
-            is_sub = np.array([len(tokens[r]) != len(text[start[r]:end[r]]) for r in range(n)], bool)
+            n = min(n, len(tokens))
+        if unk_id is not None:
+            n = min(n, len(ids))
+        ns.append(n)
+    total = sum(ns)
+    if total == 0:
+        return [Pieces(np.asarray(w[1])[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+                for w in windows]
+    heads = [(w, n) for w, n in zip(windows, ns) if n]  # the encodings that have rows
+    off = np.fromiter(chain.from_iterable(chain.from_iterable(_head(w[2], n) for w, n in heads)), np.int64,
+                      2 * total).reshape(total, 2)
+    keep = ~np.fromiter(chain.from_iterable(_head(w[3], n) for w, n in heads), bool, total)
+    start, end = off[:, 0], off[:, 1]
+    sizes = np.array([len(w[0]) for w, _ in heads], np.int64)
+    counts = np.array([n for _, n in heads], np.int64)
+    size = np.repeat(sizes, counts)  # the length of each row's text
+    if off.min() < 0:  # Python's negative slicing: not from a tokenizer, done row by row
+        rows = [(w[0], w[5], a, b) for w, n in heads for a, b in _head(w[2], n)]
+        if subword_prefix:
+            tokens = list(chain.from_iterable(_head(w[5], n) for w, n in heads))
+            is_sub = np.array([len(tokens[r]) != len(t[a:b]) for r, (t, _, a, b) in enumerate(rows)], bool)
         else:
-            is_sub = np.array([bool(start[r] > 0 and " " not in text[start[r] - 1:start[r] + 1]) for r in range(n)],
-                              bool)
+            is_sub = np.array([bool(a > 0 and " " not in t[a - 1:a + 1]) for t, _, a, b in rows], bool)
     elif subword_prefix:  # word-aware vocabulary: a continuation piece is longer than its text
-        token_len = np.fromiter(map(len, _head(tokens, n)), np.int64, n)
-        clipped = np.minimum(off, size)  # len(text[start:end])
+        token_len = np.fromiter(map(len, chain.from_iterable(_head(w[5], n) for w, n in heads)), np.int64, total)
+        clipped = np.minimum(off, size[:, None])  # len(text[start:end])
         is_sub = token_len != np.maximum(clipped[:, 1] - clipped[:, 0], 0)
     else:  # no word information: a piece glued to the previous character continues a word
-        space = np.zeros(size + 2, bool)  # past the end of the text: no character, no space
-        space[:size] = _codepoints(text) == 32
-        at = np.minimum(start, size)
-        is_sub = (start > 0) & ~space[np.maximum(np.minimum(start - 1, size), 0)] & ~space[at]
+        base = np.concatenate(([0], np.cumsum(sizes + 2)[:-1]))  # each text's place in one array of flags;
+        space = np.zeros(int((sizes + 2).sum()), bool)            # past the end of a text: no character, no space
+        for (w, _), at in zip(heads, base.tolist()):
+            space[at:at + len(w[0])] = _codepoints(w[0]) == 32
+        row_base = np.repeat(base, counts)
+        before = row_base + np.maximum(np.minimum(start - 1, size), 0)
+        is_sub = (start > 0) & ~space[before] & ~space[row_base + np.minimum(start, size)]
     if unk_id is not None:
-        is_sub &= np.fromiter(_head(ids, n), np.int64, n) != unk_id
-    rows = keep.nonzero()[0]
-    if rows.size == 0 or rows[-1] - rows[0] + 1 == rows.size:  # one block ([CLS] ... [SEP]): views
-        kept = slice(int(rows[0]), int(rows[-1]) + 1) if rows.size else slice(0, 0)
-        return Pieces._of_arrays(probs[kept], start[kept], end[kept], is_sub[kept])
-    off = off[rows]
-    return Pieces._of_arrays(probs[rows], off[:, 0], off[:, 1], is_sub[rows])
+        is_sub &= np.fromiter(chain.from_iterable(_head(w[4], n) for w, n in heads), np.int64, total) != unk_id
+    out, lo = [], 0
+    for (text, probs, *_), n in zip(windows, ns):
+        probs = np.asarray(probs)
+        if n == 0:
+            out.append(Pieces(probs[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)))
+            continue
+        hi = lo + n
+        rows = keep[lo:hi].nonzero()[0]
+        if rows.size == 0 or rows[-1] - rows[0] + 1 == rows.size:  # one block ([CLS] ... [SEP]): views
+            a, b = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+            out.append(Pieces._of_arrays(probs[a:b], start[lo + a:lo + b], end[lo + a:lo + b], is_sub[lo + a:lo + b]))
+        else:
+            out.append(Pieces._of_arrays(probs[rows], start[lo + rows], end[lo + rows], is_sub[lo + rows]))
+        lo = hi
+    return out
 
 
 def _split(label: str, scheme: str = "BIO") -> tuple[str, str]:

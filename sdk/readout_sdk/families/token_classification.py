@@ -13,7 +13,7 @@ import numpy as np
 from readout_sdk import agreement as A
 from readout_sdk.arguments import one_of
 from readout_sdk.decode import scores as S
-from readout_sdk.decode.tagging import AGGREGATIONS, Pieces, decode_entities_many, pieces
+from readout_sdk.decode.tagging import AGGREGATIONS, Pieces, decode_entities_many, pieces_many
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 from readout_sdk.results import TaggedText
 
@@ -56,41 +56,45 @@ class TokenClassificationFamily(Family):
         return self.decide_all(ctx, [(item, outs, parts, truncated)], aggregation=aggregation)[0]
 
     def decide_all(self, ctx: Context, items: Any, aggregation: str = "simple") -> list[TaggedText]:
-        """Entities of many texts decoded as one array (decode_entities_many): the per-text numpy work was
-        most of tag()'s own cost."""
+        """Entities of many texts decoded as one array (one softmax, pieces_many, decode_entities_many):
+        the per-text numpy work was most of tag()'s own cost."""
         texts = [item for item, _, _, _ in items]
-        logits = [out["token_logits"] for _, outs, _, _ in items for out in outs]
-        rows = np.cumsum([len(x) for x in logits])[:-1]
-        probs = iter(np.split(S.softmax(np.concatenate(logits)), rows) if logits else [])  # one softmax for all
-        pieces_of = [self.token_pieces(ctx, item, outs, parts, [next(probs) for _ in outs])
-                     for item, outs, parts, _ in items]
-        entities = decode_entities_many(texts, pieces_of, list(ctx.labels), aggregation,
-                                        scheme=ctx.output.get("tag_scheme", "BIO"))
+        entities = decode_entities_many(texts, self.token_pieces_many(ctx, [(i, o, p) for i, o, p, _ in items]),
+                                        list(ctx.labels), aggregation, scheme=ctx.output.get("tag_scheme", "BIO"))
         return [TaggedText(tuple(e), cut) for e, (_, _, _, cut) in zip(entities, items)]
 
-    def token_pieces(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any,
-                     probs: list[np.ndarray] | None = None) -> Pieces:
+    def token_pieces(self, ctx: Context, item: str, outs: list[dict[str, np.ndarray]], parts: Any) -> Pieces:
         """Every source token of one text once, in text order, with its class probabilities: the owned,
         non-special rows of its windows (what decoding and token-level evaluation both read), as arrays
-        (``Pieces``: ``scores`` (n, labels), ``start``, ``end``, ``is_subword``; iterating gives ``Piece`` rows).
-        ``probs``: each window's softmax of its ``token_logits``, where the caller computed them already."""
-        encs = [p.encodings[0] for p in parts]
-        owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
-        if probs is None:
-            probs = [S.softmax(out["token_logits"]) for out in outs]
-        windows = list(zip(encs, probs, owned))
-        if ctx.window_direction == "left":  # tokenizers lists left-truncated windows from the end of the text
-            windows.reverse()
+        (``Pieces``: ``scores`` (n, labels), ``start``, ``end``, ``is_subword``; iterating gives ``Piece`` rows)."""
+        return self.token_pieces_many(ctx, [(item, outs, parts)])[0]
+
+    def token_pieces_many(self, ctx: Context, items: list[tuple[str, list[dict[str, np.ndarray]], Any]]) -> list[Pieces]:
+        """:meth:`token_pieces` of each (text, outs, parts), computed as one array."""
+        logits = [out["token_logits"] for _, outs, _ in items for out in outs]
+        if not logits:
+            return [Pieces.concat([]) for _ in items]
+        probs = iter(np.split(S.softmax(np.concatenate(logits)), np.cumsum([len(x) for x in logits])[:-1]))
         word_aware = bool(ctx.subword_prefix)
-        ps = []
-        for enc, prob, own in windows:
-            skip = enc.special_tokens_mask
-            if own is not None:
-                skip = np.asarray(skip, dtype=bool) | ~np.asarray(own, dtype=bool)
-            ps.append(pieces(item, prob, enc.offsets, skip,
-                             enc.ids if ctx.unk is not None else (), enc.tokens if word_aware else (), ctx.unk,
-                             ctx.subword_prefix))
-        return Pieces.concat(ps)
+        windows, owner = [], []
+        for k, (item, outs, parts) in enumerate(items):
+            encs = [p.encodings[0] for p in parts]
+            owned = ctx.owned_rows(encs) if len(encs) > 1 else [None]
+            these = list(zip(encs, [next(probs) for _ in outs], owned))
+            if ctx.window_direction == "left":  # tokenizers lists left-truncated windows from the end of the text
+                these.reverse()
+            for enc, prob, own in these:
+                skip = enc.special_tokens_mask
+                if own is not None:
+                    skip = np.asarray(skip, dtype=bool) | ~np.asarray(own, dtype=bool)
+                windows.append((item, prob, enc.offsets, skip, enc.ids if ctx.unk is not None else (),
+                                enc.tokens if word_aware else ()))
+                owner.append(k)
+        per_window = pieces_many(windows, ctx.unk, ctx.subword_prefix)
+        grouped: list[list[Pieces]] = [[] for _ in items]
+        for k, ps in zip(owner, per_window):
+            grouped[k].append(ps)
+        return [Pieces.concat(g) for g in grouped]
 
     def agreement(self, ctx: Context, got: list[TaggedText], ref: list[TaggedText]) -> dict[str, float]:
         def spans(t: TaggedText) -> list[tuple[str, int, int]]:
