@@ -15,16 +15,22 @@ def throughput(config: Config, items: list[Any], repeats: int) -> dict[str, Any]
     """Median items/s over ``repeats`` full passes (after one warm-up pass on a slice)."""
     assert config.call is not None
     config.call(items[: min(len(items), 64)])
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        config.call(items)
-        times.append(time.perf_counter() - start)
+    times = _passes(config.call, items, repeats)
     median = float(np.median(times))
     out: dict[str, Any] = {"items_per_s": len(items) / median, "seconds": times}
     if config.engine is not None:
         out.update(sdk_overhead(config, items, median))
     return out
+
+
+def _passes(call: Any, items: list[Any], n: int) -> list[float]:
+    """Seconds of each of ``n`` full passes of ``call`` over ``items``."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call(items)
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def sdk_overhead(config: Config, items: list[Any], median: float, replays: int = 3) -> dict[str, Any]:
@@ -53,11 +59,7 @@ def sdk_overhead(config: Config, items: list[Any], median: float, replays: int =
         runner.run = record
         config.call(items)
         runner.run = lambda names, feed: cache[key(feed)]
-        passes = []
-        for _ in range(replays):
-            start = time.perf_counter()
-            config.call(items)
-            passes.append(time.perf_counter() - start)
+        passes = _passes(config.call, items, replays)
         spent = float(np.median(passes))
     finally:
         runner.run = real
