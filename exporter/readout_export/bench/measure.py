@@ -33,7 +33,7 @@ def _passes(call: Any, items: list[Any], n: int) -> list[float]:
     return times
 
 
-def sdk_overhead(config: Config, items: list[Any], median: float, replays: int = 3) -> dict[str, Any]:
+def sdk_overhead(config: Config, items: list[Any], median: float, replays: int = 5) -> dict[str, Any]:
     """The SDK's own cost (tokenize, plan, pad, scatter, decode): one pass records every runtime call,
     then ``replays`` passes replay the recorded outputs instead of running the graph; the median replay
     counts (as the median pass does for the run itself: one replay of ~0.1 s moves by a third with the

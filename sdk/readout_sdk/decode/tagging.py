@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
+from operator import getitem
 from typing import Iterator, Sequence, Union
 
 import numpy as np
@@ -109,14 +110,20 @@ def pieces(text: str, probs: np.ndarray, offsets: Sequence[tuple[int, int]], spe
 Window = tuple  # (text, probs, offsets, special, ids, tokens): one encoding's arguments of ``pieces``
 
 
-def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: str | None) -> list[Pieces]:
+def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: str | None,
+                token_lengths: np.ndarray | None = None) -> list[Pieces]:
     """``pieces`` of many encodings at once (each ``(text, probs, offsets, special, ids, tokens)``), with
-    the same results: their rows are classified as one array, so the numpy work is paid once per call."""
+    the same results: their rows are classified as one array, so the numpy work is paid once per call.
+
+    ``token_lengths`` (the length of each vocabulary id's token, indexed by id) stands in for ``tokens``
+    of a word-aware vocabulary: the pipeline reads ``convert_ids_to_tokens(id)``, so the rule is the same
+    and no string per row is made; ``ids`` are then read."""
+    by_id = bool(subword_prefix) and token_lengths is not None
     ns = []
     for text, probs, offsets, special, ids, tokens in windows:
         n = min(len(probs), len(offsets), len(special))
         if subword_prefix:
-            n = min(n, len(tokens))
+            n = min(n, len(ids) if by_id else len(tokens))
         if unk_id is not None:
             n = min(n, len(ids))
         ns.append(n)
@@ -132,15 +139,18 @@ def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: s
     sizes = np.array([len(w[0]) for w, _ in heads], np.int64)
     counts = np.array([n for _, n in heads], np.int64)
     size = np.repeat(sizes, counts)  # the length of each row's text
+    ids = (np.fromiter(chain.from_iterable(_head(w[4], n) for w, n in heads), np.int64, total)
+           if by_id or unk_id is not None else None)
+    if subword_prefix:  # word-aware vocabulary: a continuation piece is longer than its text
+        token_len = token_lengths[ids] if by_id else np.fromiter(  # type: ignore[index]
+            map(len, chain.from_iterable(_head(w[5], n) for w, n in heads)), np.int64, total)
     if off.min() < 0:  # Python's negative slicing: not from a tokenizer, done row by row
-        rows = [(w[0], w[5], a, b) for w, n in heads for a, b in _head(w[2], n)]
+        rows = [(w[0], a, b) for w, n in heads for a, b in _head(w[2], n)]
         if subword_prefix:
-            tokens = list(chain.from_iterable(_head(w[5], n) for w, n in heads))
-            is_sub = np.array([len(tokens[r]) != len(t[a:b]) for r, (t, _, a, b) in enumerate(rows)], bool)
+            is_sub = np.array([token_len[r] != len(t[a:b]) for r, (t, a, b) in enumerate(rows)], bool)
         else:
-            is_sub = np.array([bool(a > 0 and " " not in t[a - 1:a + 1]) for t, _, a, b in rows], bool)
-    elif subword_prefix:  # word-aware vocabulary: a continuation piece is longer than its text
-        token_len = np.fromiter(map(len, chain.from_iterable(_head(w[5], n) for w, n in heads)), np.int64, total)
+            is_sub = np.array([bool(a > 0 and " " not in t[a - 1:a + 1]) for t, a, b in rows], bool)
+    elif subword_prefix:
         clipped = np.minimum(off, size[:, None])  # len(text[start:end])
         is_sub = token_len != np.maximum(clipped[:, 1] - clipped[:, 0], 0)
     else:  # no word information: a piece glued to the previous character continues a word
@@ -152,7 +162,7 @@ def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: s
         before = row_base + np.maximum(np.minimum(start - 1, size), 0)
         is_sub = (start > 0) & ~space[before] & ~space[row_base + np.minimum(start, size)]
     if unk_id is not None:
-        is_sub &= np.fromiter(chain.from_iterable(_head(w[4], n) for w, n in heads), np.int64, total) != unk_id
+        is_sub &= ids != unk_id
     out, lo = [], 0
     for (text, probs, *_), n in zip(windows, ns):
         probs = np.asarray(probs)
@@ -190,6 +200,8 @@ class _Codes:
     kept: np.ndarray             # the label itself is not ignored (mode "none")
     entity: tuple[str, ...]      # the entity group's name when this label opens it
     entity_ignored: tuple[bool, ...]  # that name is ignored
+    entity_names: np.ndarray     # ``entity`` as an object array (indexed by label codes)
+    entity_dropped: np.ndarray   # ``entity_ignored`` as a bool array
 
 
 @lru_cache(maxsize=256)
@@ -201,8 +213,9 @@ def _codes(labels: tuple[str, ...], scheme: str, ignore: tuple[str, ...] | str |
     kind = np.array([kinds.setdefault(t, len(kinds)) for _, t in split], np.int64)
     follows = open_[:, None] & continues[None, :] & (kind[:, None] == kind[None, :])
     entity = tuple(lab.split("-", 1)[-1] for lab in labels)  # as transformers' pipeline names an entity group
-    return _Codes(follows, np.array([lab not in ignore for lab in labels], bool), entity,
-                  tuple(e in ignore for e in entity))
+    dropped = tuple(e in ignore for e in entity)
+    return _Codes(follows, np.array([lab not in ignore for lab in labels], bool), entity, dropped,
+                  np.array(entity, dtype=object), np.array(dropped, bool))
 
 
 def _mean(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -291,12 +304,10 @@ def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Seq
     score = scores[np.arange(len(k)), k].astype(np.float64, copy=False)  # float(p.scores[k])
     codes = _codes(tuple(labels), scheme, ignore if isinstance(ignore, (str, tuple, frozenset)) else tuple(ignore))
     if mode == "none":
-        kept = codes.kept[k].nonzero()[0].tolist()
-        ks, ss, es, sc, ow = k.tolist(), starts.tolist(), ends.tolist(), score.tolist(), owner.tolist()
-        for r in kept:
-            text = texts[ow[r]]
-            out[ow[r]].append(_entity(labels[ks[r]], ss[r], es[r], text[ss[r]:es[r]], sc[r]))
-        return out
+        kept = codes.kept[k].nonzero()[0]
+        names = np.asarray(labels, dtype=object)[k[kept]].tolist()
+        return _grouped(texts, len(ps), names, owner[kept], starts[kept].tolist(), ends[kept].tolist(),
+                        score[kept].tolist())
     # token i continues the entity of token i - 1 (that one left it open; i is I-/E- of the same type)
     n = len(k)
     new = np.empty(n + 1, bool)  # a group starts at 0, wherever a token does not continue, at each text's
@@ -305,11 +316,19 @@ def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Seq
     new[0] = new[n] = True
     bounds = new.nonzero()[0]
     first = bounds[:-1]
-    mean = _mean(score, bounds).tolist()
-    opens, owners = k[first].tolist(), owner[first].tolist()
-    a, b = starts[first].tolist(), ends[bounds[1:] - 1].tolist()
-    entity, dropped = codes.entity, codes.entity_ignored
-    for lab, o, s, e, m in zip(opens, owners, a, b, mean):
-        if not dropped[lab]:
-            out[o].append(_entity(entity[lab], s, e, texts[o][s:e], m))
-    return out
+    mean = _mean(score, bounds)
+    opens = k[first]
+    kept = ~codes.entity_dropped[opens]  # groups whose entity name is ignored ("O") are no entities
+    first, last, mean, opens = first[kept], bounds[1:][kept] - 1, mean[kept], opens[kept]
+    return _grouped(texts, len(ps), codes.entity_names[opens].tolist(), owner[first], starts[first].tolist(),
+                    ends[last].tolist(), mean.tolist())
+
+
+def _grouped(texts: Sequence[str], count: int, names: list[str], owner: np.ndarray, start: list[int],
+             end: list[int], score: list[float]) -> list[list[Entity]]:
+    """The entities, one list per text: ``owner`` (ascending) is each entity's text. The per-entity work
+    is C-level maps (``texts[o][s:e]``, then one ``_entity`` each) and one slice per text."""
+    strings = list(map(getitem, map(texts.__getitem__, owner.tolist()), map(slice, start, end)))
+    flat = list(map(_entity, names, start, end, strings, score))
+    cuts = np.searchsorted(owner, np.arange(count + 1)).tolist()
+    return [flat[a:b] for a, b in zip(cuts, cuts[1:])]

@@ -10,6 +10,7 @@ builds it from, and the bench's call. Code outside `readout_sdk.families` asks t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -75,6 +76,15 @@ class Context:
     @property
     def tokenizer(self) -> Any:
         return self.encoder.tokenizer
+
+    @cached_property
+    def token_lengths(self) -> np.ndarray:
+        """The length of each vocabulary id's token (``id_to_token``), indexed by id: what the word-aware
+        subword rule reads (transformers' pipeline: ``convert_ids_to_tokens``), without a string per row.
+        Made on first use (a vocabulary of 30k ids takes milliseconds), not at load."""
+        tok = self.encoder.tokenizer
+        size = max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        return np.fromiter((len(tok.id_to_token(i) or "") for i in range(size)), np.int64, size)
 
     def owned_rows(self, encs: list[Encoding]) -> list[np.ndarray]:
         """Each window's owned rows (`readout_sdk.windows`): every source token counted by one window.

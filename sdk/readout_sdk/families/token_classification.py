@@ -75,7 +75,8 @@ class TokenClassificationFamily(Family):
         if not logits:
             return [Pieces.concat([]) for _ in items]
         probs = iter(np.split(S.softmax(np.concatenate(logits)), np.cumsum([len(x) for x in logits])[:-1]))
-        word_aware = bool(ctx.subword_prefix)
+        word_aware = bool(ctx.subword_prefix)  # token lengths by id (ctx.token_lengths): no token strings
+        read_ids = word_aware or ctx.unk is not None
         windows, owner = [], []
         for k, (item, outs, parts) in enumerate(items):
             encs = [p.encodings[0] for p in parts]
@@ -87,10 +88,9 @@ class TokenClassificationFamily(Family):
                 skip = enc.special_tokens_mask
                 if own is not None:
                     skip = np.asarray(skip, dtype=bool) | ~np.asarray(own, dtype=bool)
-                windows.append((item, prob, enc.offsets, skip, enc.ids if ctx.unk is not None else (),
-                                enc.tokens if word_aware else ()))
+                windows.append((item, prob, enc.offsets, skip, enc.ids if read_ids else (), ()))
                 owner.append(k)
-        per_window = pieces_many(windows, ctx.unk, ctx.subword_prefix)
+        per_window = pieces_many(windows, ctx.unk, ctx.subword_prefix, ctx.token_lengths if word_aware else None)
         grouped: list[list[Pieces]] = [[] for _ in items]
         for k, ps in zip(owner, per_window):
             grouped[k].append(ps)
