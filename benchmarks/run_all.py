@@ -40,7 +40,8 @@ def main() -> None:
         items = args.base_items if name == "bert-base" else args.items
         done = subprocess.run(["readout-export", "bench", str(HERE / "dist" / name), "--items", items,
                                "--repeats", args.repeats, "--latency-items", args.latency_items, "--json", str(results / f"{name}.json"),
-                               "--plot", str(results / f"{name}.png")], check=True, capture_output=True, text=True)
+                               "--plot", str(results / f"{name}.png")], check=True, stdout=subprocess.PIPE,
+                              text=True)  # stderr passes through: a failing bench says why
         (results / f"{name}.txt").write_text(done.stdout)
         print(done.stdout)
 

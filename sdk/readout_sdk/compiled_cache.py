@@ -4,8 +4,9 @@ OpenVINO compiles a graph for this CPU at load (seconds for a base-size encoder)
 it writes the compiled blob once and later processes import it instead of reading and compiling the
 ONNX file. OpenVINO keys a blob read from a file by the file's *path* (and the compile options), not
 its content, so a graph rebuilt in place could pick up a stale blob: the directory is therefore keyed
-here by the graph's sha256 (from readout.json, already verified at load) and by the CPU and the
-OpenVINO version, and a blob can only ever be reused for the very graph it was compiled from.
+here by the graph's sha256 (from readout.json, already verified at load), the CPU, the OpenVINO
+version and the compile options, and a blob can only ever be reused for the very graph and options it
+was compiled with.
 
 Location: ``$READOUT_EXPORT_CACHE`` if set (``off`` disables caching), else
 ``$XDG_CACHE_HOME/readout-export``, else ``~/.cache/readout-export``. TensorRT engines built by ONNX
@@ -14,8 +15,10 @@ Runtime's TensorRT provider live beside them (``tensorrt/``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
+from typing import Any, Mapping
 
 CACHE_ENV = "READOUT_EXPORT_CACHE"
 
@@ -29,8 +32,11 @@ def user_cache_dir() -> Path | None:
     return Path(base) / "readout-export"
 
 
-def openvino_cache_dir(graph_sha256: str) -> Path | None:
-    """The compiled-model cache of one graph on this kind of CPU with this OpenVINO, or None (off)."""
+def openvino_cache_dir(graph_sha256: str, options: Mapping[str, Any] | None = None) -> Path | None:
+    """The compiled-model cache of one graph compiled with ``options`` (precision hint, streams, threads)
+    on this kind of CPU with this OpenVINO, or None (off). The options are part of the key because
+    OpenVINO 2026.4 names a blob by the file and not by every option: a bf16 compile would otherwise
+    import the fp32 blob of the same graph (and fail at the first request)."""
     root = user_cache_dir()
     if root is None:
         return None
@@ -38,7 +44,8 @@ def openvino_cache_dir(graph_sha256: str) -> Path | None:
 
     from readout_sdk.backend import machine_id
 
-    where = hashlib.sha256(f"{machine_id()}\n{openvino.__version__}".encode()).hexdigest()[:16]
+    opts = json.dumps({str(k): str(v) for k, v in (options or {}).items()}, sort_keys=True)
+    where = hashlib.sha256(f"{machine_id()}\n{openvino.__version__}\n{opts}".encode()).hexdigest()[:16]
     return root / "openvino" / graph_sha256[:32] / where
 
 

@@ -204,7 +204,7 @@ def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha25
     the cache directory used. A cache that cannot be written or read (read-only home, a damaged blob) costs only the compile."""
     from readout_sdk.compiled_cache import openvino_cache_dir
 
-    where = openvino_cache_dir(graph_sha256) if graph_sha256 else None
+    where = openvino_cache_dir(graph_sha256, config) if graph_sha256 else None
     if where is not None:
         try:
             where.mkdir(parents=True, exist_ok=True)
