@@ -8,9 +8,9 @@ batch's longest item (never to max_length); results come back in input order. Pa
 from __future__ import annotations
 
 import sys
-from itertools import chain
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np

@@ -198,10 +198,9 @@ class _Codes:
 
     follows: np.ndarray          # (labels, labels): a token of label [j] continues the entity of a token [i] before it
     kept: np.ndarray             # the label itself is not ignored (mode "none")
-    entity: tuple[str, ...]      # the entity group's name when this label opens it
-    entity_ignored: tuple[bool, ...]  # that name is ignored
-    entity_names: np.ndarray     # ``entity`` as an object array (indexed by label codes)
-    entity_dropped: np.ndarray   # ``entity_ignored`` as a bool array
+    names: np.ndarray            # the labels themselves (object array, indexed by label code; mode "none")
+    entity: np.ndarray           # the entity group's name when this label opens it (object array)
+    entity_dropped: np.ndarray   # that name is ignored
 
 
 @lru_cache(maxsize=256)
@@ -212,10 +211,9 @@ def _codes(labels: tuple[str, ...], scheme: str, ignore: tuple[str, ...] | str |
     kinds: dict[str, int] = {}
     kind = np.array([kinds.setdefault(t, len(kinds)) for _, t in split], np.int64)
     follows = open_[:, None] & continues[None, :] & (kind[:, None] == kind[None, :])
-    entity = tuple(lab.split("-", 1)[-1] for lab in labels)  # as transformers' pipeline names an entity group
-    dropped = tuple(e in ignore for e in entity)
-    return _Codes(follows, np.array([lab not in ignore for lab in labels], bool), entity, dropped,
-                  np.array(entity, dtype=object), np.array(dropped, bool))
+    entity = [lab.split("-", 1)[-1] for lab in labels]  # as transformers' pipeline names an entity group
+    return _Codes(follows, np.array([lab not in ignore for lab in labels], bool), np.array(labels, dtype=object),
+                  np.array(entity, dtype=object), np.array([e in ignore for e in entity], bool))
 
 
 def _mean(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -305,8 +303,8 @@ def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Seq
     codes = _codes(tuple(labels), scheme, ignore if isinstance(ignore, (str, tuple, frozenset)) else tuple(ignore))
     if mode == "none":
         kept = codes.kept[k].nonzero()[0]
-        names = np.asarray(labels, dtype=object)[k[kept]].tolist()
-        return _grouped(texts, len(ps), names, owner[kept], starts[kept].tolist(), ends[kept].tolist(),
+        return _grouped(texts, len(ps), codes.names[k[kept]].tolist(), owner[kept], starts[kept].tolist(),
+                        ends[kept].tolist(),
                         score[kept].tolist())
     # token i continues the entity of token i - 1 (that one left it open; i is I-/E- of the same type)
     n = len(k)
@@ -320,7 +318,7 @@ def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Seq
     opens = k[first]
     kept = ~codes.entity_dropped[opens]  # groups whose entity name is ignored ("O") are no entities
     first, last, mean, opens = first[kept], bounds[1:][kept] - 1, mean[kept], opens[kept]
-    return _grouped(texts, len(ps), codes.entity_names[opens].tolist(), owner[first], starts[first].tolist(),
+    return _grouped(texts, len(ps), codes.entity[opens].tolist(), owner[first], starts[first].tolist(),
                     ends[last].tolist(), mean.tolist())
 
 
