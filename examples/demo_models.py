@@ -69,29 +69,70 @@ def write(family: str, root: Path) -> Path:
     return root / "manifest.json"
 
 
+def _build_one(family: str, out: Path) -> str:
+    """Build ``family``'s demo manifest; the line to print (or SystemExit with one line)."""
+    from readout_export.build import build
+    from readout_export.errors import ReadoutExportError
+
+    start = time.monotonic()
+    try:
+        result = build(write(family, out / family), force=True)
+    except ReadoutExportError as e:
+        sys.exit(f"error: {family}: {e}")
+    return (f"{result.output_dir}  ({family}, {time.monotonic() - start:.0f} s; "
+            f"try: python examples/apps/{DEMOS[family][2]} {result.output_dir})")
+
+
+def _build_parallel(families: list[str], out: Path, jobs: int) -> None:
+    """One child process per family, ``jobs`` at a time: a build is mostly single-threaded tracing, so on
+    a machine with several cores they overlap well. The first failure stops the rest (one line)."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def child(family: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, __file__, "--build", "--jobs", "1", "--only", family, "--out", str(out)],
+                              capture_output=True, text=True)
+
+    pool = ThreadPoolExecutor(jobs)
+    try:
+        for family, future in [(f, pool.submit(child, f)) for f in families]:
+            done = future.result()
+            if done.returncode != 0:
+                lines = [x for x in done.stderr.strip().splitlines() if x.strip()]
+                sys.exit(lines[-1] if lines and lines[-1].startswith("error:") else
+                         f"error: {family}: the build process failed: {lines[-1] if lines else done.returncode}")
+            print(done.stdout.strip().splitlines()[-1], flush=True)
+    finally:
+        pool.shutdown(cancel_futures=True)  # after a failure, builds not yet started never start
+
+
 def main() -> None:
+    import os
+
     p = argparse.ArgumentParser(description="Write a demo model and manifest for every readout family "
                                             "under examples/demo/<family>/ (synthetic weights).")
     p.add_argument("--build", action="store_true", help="also build each manifest into examples/demo/<family>/artifact")
     p.add_argument("--only", action="append", choices=sorted(DEMOS), metavar="FAMILY",
                    help=f"only this family (repeatable; one of: {', '.join(DEMOS)})")
     p.add_argument("--out", type=Path, default=HERE / "demo", help="where the demos go (default: examples/demo)")
+    p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), metavar="N",
+                   help="with --build: how many families build at once, each in its own process "
+                        "(default: the number of cores, at most 4)")
     args = p.parse_args()
-    for family in args.only or DEMOS:
-        manifest = write(family, args.out / family)
-        if not args.build:
-            print(manifest)
-            continue
-        from readout_export.build import build
-        from readout_export.errors import ReadoutExportError
-
-        start = time.monotonic()
-        try:
-            result = build(manifest, force=True)
-        except ReadoutExportError as e:
-            sys.exit(f"error: {family}: {e}")
-        print(f"{result.output_dir}  ({family}, {time.monotonic() - start:.0f} s; "
-              f"try: python examples/apps/{DEMOS[family][2]} {result.output_dir})")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    families = args.only or list(DEMOS)
+    if not args.build:
+        for family in families:
+            print(write(family, args.out / family))
+        return
+    if args.jobs > 1 and len(families) > 1:
+        for family in families:  # the models are made here, once, before the children read them
+            write(family, args.out / family)
+        _build_parallel(families, args.out, args.jobs)
+        return
+    for family in families:
+        print(_build_one(family, args.out))
 
 
 if __name__ == "__main__":

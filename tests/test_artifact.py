@@ -304,3 +304,38 @@ def test_unlisted_files_and_edited_reports_are_ignored_and_reported(copy):
     assert json.loads(result.stdout)["ignored"] == {"notes.txt": "not listed in readout.json: ignored",
                                                      "parity.json": "changed after readout.json listed it: ignored, not evidence"}
     assert "parity.json is changed after readout.json listed it" in " ".join(readout_sdk.lifecycle.derive(open_artifact(copy)).missing)
+
+
+def test_load_reads_only_the_graph_it_runs_and_refuses_it_tampered(copy):
+    """`load` hashes the graph it runs, not every listed one (a large unused target costs nothing at start),
+    yet fails closed on that graph; `open_artifact` (inspect, verify) still hashes every listed file."""
+    import readout_sdk
+    from readout_sdk.artifact import sha256_file
+
+    fp32 = copy / "model.onnx-fp32.onnx"
+    other = copy / "model.onnx-int8.onnx"
+    shutil.copyfile(fp32, other)  # a second listed graph (the same bytes: a valid graph with the same record)
+    meta = json.loads((copy / "readout.json").read_text())
+    meta["targets"].append({**meta["targets"][0], "precision": "int8", "file": other.name, "sha256": sha256_file(other)})
+    (copy / "readout.json").write_text(json.dumps(meta))
+    assert readout_sdk.load(copy, target="onnx-int8").target.name == "onnx-int8"
+    data = bytearray(other.read_bytes())
+    data[-10] ^= 0xFF
+    other.write_bytes(bytes(data))
+    engine = readout_sdk.load(copy, device="cpu")  # the fp32 target: the tampered int8 file is not read
+    assert engine.target.name == "onnx-fp32" and engine.embed(["a text"]).vectors.shape == (1, 64)
+    with pytest.raises(ArtifactError, match="model.onnx-int8.onnx: sha256 .* does not match"):
+        readout_sdk.load(copy, target="onnx-int8")
+    with pytest.raises(ArtifactError, match="model.onnx-int8.onnx: sha256 .* does not match"):
+        open_artifact(copy)
+    other.unlink()  # a listed graph that is missing is refused at open, whichever target runs
+    with pytest.raises(ArtifactError, match="model.onnx-int8.onnx: listed in readout.json but missing"):
+        readout_sdk.load(copy, device="cpu")
+    data = bytearray(fp32.read_bytes())
+    data[-10] ^= 0xFF
+    fp32.write_bytes(bytes(data))
+    shutil.copyfile(fp32, other)
+    meta["targets"][1]["sha256"] = sha256_file(other)
+    (copy / "readout.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match="model.onnx-fp32.onnx: sha256 .* does not match"):
+        readout_sdk.load(copy, target="onnx-fp32")

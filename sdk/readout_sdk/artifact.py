@@ -207,14 +207,16 @@ def read_meta(root: Path) -> dict[str, Any]:
     return meta
 
 
-def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = True) -> Artifact:
+def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | str = True) -> Artifact:
     """Open and verify an artifact directory.
 
     Checks readout.json against its schema, the ABI record (known major version, schema), every listed
     file's sha256 (plain names inside the artifact, links out refused), and, with ``check_graphs``, that
     each ONNX graph's embedded record equals ``readout.json``'s. ``graphs=False`` opens the readout half
     alone (record + tokenizer), for a front end whose graph is served elsewhere (the generated Triton
-    Python model): graph files are then neither needed nor read. Anything wrong is an :class:`ArtifactError`.
+    Python model): graph files are then neither needed nor read. ``graphs="present"`` checks that each
+    listed graph file is there, inside the artifact, without reading it: the caller verifies the one it
+    runs (:func:`verify_target`), as `readout_sdk.load` does. Anything wrong is an :class:`ArtifactError`.
     """
     root = Path(path)
     try:
@@ -227,7 +229,13 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool = Tr
         raise ArtifactError(f"{root / ARTIFACT_FILE}: unreadable record ({type(e).__name__}: {first_line(e)})") from None
 
 
-def _open(root: Path, check_graphs: bool, graphs: bool) -> Artifact:
+def verify_target(art: Artifact, target: Target) -> Path:
+    """The path of ``target``'s graph once its bytes match the sha256 readout.json lists (an
+    :class:`ArtifactError` naming the file otherwise)."""
+    return _verify_hash(art.path, target.file, target.sha256)
+
+
+def _open(root: Path, check_graphs: bool, graphs: bool | str) -> Artifact:
     meta = read_meta(root)
     meta_path = root / ARTIFACT_FILE
     record = meta["abi"]
@@ -262,6 +270,9 @@ def _open(root: Path, check_graphs: bool, graphs: bool) -> Artifact:
         if (t.file, t.sha256) in verified:  # bf16 shares the fp32 graph: hash it once
             continue
         verified.add((t.file, t.sha256))
+        if graphs == "present":  # the caller hashes the graph it runs, and only that one
+            member(root, t.file)
+            continue
         graph = _verify_hash(root, t.file, t.sha256)
         if check_graphs and t.format == "onnx":
             embedded = read_onnx_record(graph)

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
-from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact
+from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact, verify_target
 from readout_sdk.artifact import Target
 from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import BACKENDS, choose, gpu_available, kept_evidence, providers_for
@@ -54,8 +54,9 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
     ``threads``: CPU threads the runtime may use in all (default: every CPU this process may run on); set
     it when several engines share a machine (Ray actors, server instances) so they do not oversubscribe.
-    Before anything runs, the ABI major version, every file's sha256 and the graph's embedded record
-    are checked.
+    Before anything runs, the ABI major version, the tokenizer's and the chosen graph's sha256 and the
+    graph's embedded record are checked (every listed graph must be present; the ones it does not run are
+    not read, so a large unused target costs nothing at start; `readout-export inspect` hashes them all).
     """
     one_of("device", device, DEVICES)
     if precision is not None:
@@ -66,7 +67,7 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     optional_positive_int("streams", streams)
     optional_positive_int("threads", threads)
     positive_int("max_batch_tokens", max_batch_tokens)
-    art = open_artifact(path, check_graphs=False)
+    art = open_artifact(path, check_graphs=False, graphs="present")  # the graph it runs is hashed below
     choice = select(art, device, precision, backend, target)
     if choice.backend == "tensorrt" and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
@@ -91,6 +92,7 @@ def select(art: Artifact, device: str = "auto", precision: str | None = None, ba
 def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int,
                threads: int | None = None) -> "Engine":
     picked = choice.target
+    verify_target(art, picked)  # only the graph that runs is read: the others may be large and unused
     try:
         runner = _runner(art, picked, choice.backend, device, streams, threads)
     except (SdkError, ArtifactError):

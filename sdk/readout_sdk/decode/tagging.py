@@ -54,6 +54,11 @@ class Pieces:
         new.scores, new.start, new.end, new.is_subword = scores, start, end, is_subword
         return new
 
+    @classmethod
+    def empty(cls, like: np.ndarray) -> "Pieces":
+        """No rows, with ``like``'s label width and dtype (a text of special tokens only)."""
+        return cls._of_arrays(np.asarray(like)[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+
     def __len__(self) -> int:
         return len(self.start)
 
@@ -129,8 +134,7 @@ def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: s
         ns.append(n)
     total = sum(ns)
     if total == 0:
-        return [Pieces(np.asarray(w[1])[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
-                for w in windows]
+        return [Pieces.empty(w[1]) for w in windows]
     heads = [(w, n) for w, n in zip(windows, ns) if n]  # the encodings that have rows
     off = np.fromiter(chain.from_iterable(chain.from_iterable(_head(w[2], n) for w, n in heads)), np.int64,
                       2 * total).reshape(total, 2)
@@ -167,7 +171,7 @@ def pieces_many(windows: Sequence[Window], unk_id: int | None, subword_prefix: s
     for (text, probs, *_), n in zip(windows, ns):
         probs = np.asarray(probs)
         if n == 0:
-            out.append(Pieces(probs[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)))
+            out.append(Pieces.empty(probs))
             continue
         hi = lo + n
         rows = keep[lo:hi].nonzero()[0]
