@@ -116,7 +116,7 @@ def _param_row(p: Any) -> str:
     default = ""
     if p.required:
         default = "required"
-    elif p.default not in (None, False, (), []) and not callable(p.default):
+    elif p.default not in (None, False, (), []) and not callable(p.default) and "UNSET" not in repr(p.default):  # click >= 8.3's 'no default'
         default = f"`{p.default}`"
     help_text = " ".join((p.help or "").split()).replace("|", "\\|")
     return f"| {names} | {kind} | {default} | {help_text} |"
@@ -229,13 +229,14 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
               "precision from `abi_specs/parity-budgets-1.json`; a manifest's `parity` section overrides them; "
               "`-`: measured, not gated):", "",
               "| metric | " + " | ".join(precisions) + " |", "|---|" + "---|" * len(precisions)]
-    for metric in fam.metric_names:
+    for metric in dict.fromkeys((*fam.metric_names, *fam.raw_metric_names)):
         cells = []
         for p in precisions:
             b = budgets[p].get(metric)
             cells.append("-" if b is None else " ".join(f"{'≥' if k == 'min' else '≤'} {v:g}" for k, v in b.items()))
         lines.append(f"| `{metric}` | " + " | ".join(cells) + " |")
-    lines += ["", f"Raw differences ({', '.join(f'`{m}`' for m in fam.raw_metric_names)}) are reported; they are gated only where a manifest's `parity` section gives them a budget. "
+    lines += ["", f"The raw differences ({', '.join(f'`{m}`' for m in fam.raw_metric_names)}) are in the table too: "
+              "gated where it gives a budget, measured and reported where it shows `-`. "
               f"`readout-export bench` ranks configurations by `{fam.bench_metric}` at the tiers "
               f"{', '.join(f'{t:g}' for t in fam.bench_tiers)}."]
     task = task_of(fam)

@@ -158,3 +158,26 @@ def test_answer_app_prints_one_answer_for_top_k_1(shared):
     three = run_app("answer.py", shared("qa")[1], "Who wrote it?", "Ada wrote the report in London.", "--top-k", "3")
     assert len(one.splitlines()) == 1 and "score" in one
     assert len(three.splitlines()) == 3 and three.splitlines()[0] == one.splitlines()[0]  # best first
+
+
+def _fails(app: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(APPS / app), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, (app, done.stdout, done.stderr)
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_apps_take_all_of_an_input_or_none_and_name_the_app_an_artifact_needs(shared):
+    """Half an input (a question without its context, a query without documents) is refused rather than
+    completed with built-in text the user never wrote; options may sit between the texts; an artifact of
+    another family is refused naming the app that runs it."""
+    qa, emb, cls = (str(shared(k)[1]) for k in ("qa", "embedding", "classify"))
+    assert "give QUESTION and CONTEXT" in _fails("answer.py", qa, "Who wrote it?")
+    assert "missing: DOCUMENT" in _fails("embed.py", emb, "just a query")
+    assert "give an artifact directory" in _fails("tag.py")
+    one = run_app("answer.py", Path(qa), "--top-k", "1", "Who wrote it?", "Ada wrote the report in London.")
+    assert len(one.splitlines()) == 1 and "score" in one  # an option before the texts
+    wrong = _fails("tag.py", emb, "some text")
+    assert wrong.startswith("error: ") and "its family is embedding" in wrong and "examples/apps/embed.py" in wrong
+    assert "--top-k applies to single-label" in _fails("classify.py", str(shared("regression")[1]), "x", "--top-k", "2")
+    top = run_app("classify.py", Path(cls), "--top-k", "2", "a bright day")
+    assert top.count("[") == 1 and top.split("[")[1].count(" 0.") + top.split("[")[1].count(" 1.") == 2

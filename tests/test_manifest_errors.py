@@ -439,3 +439,33 @@ def test_validate_reports_every_problem_and_build_stops_at_the_first(tmp_path, m
     built = run(tmp_path, doc, command="build")
     assert built.exit_code == 2 and built.stderr.strip().splitlines() == [lines[0]], built.output
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
+
+
+def test_a_misspelt_required_field_is_named_before_the_field_it_leaves_missing(tmp_path, minilm):
+    """`build` stops at the first problem: for {"precison": ...} that is the typo (with its did-you-mean),
+    not the 'precision' it leaves missing; `validate` shows both, the typo first."""
+    doc = base(minilm, targets=[{"format": "onnx", "precison": "fp32"}])
+    built = run(tmp_path, doc, command="build")
+    assert built.exit_code == 2 and built.stderr.strip().splitlines() == [
+        "error: $.targets[0].precison: unknown field; did you mean 'precision'? "
+        "(known: budget, format, isa, precision, profile, runtime)"], built.output
+    lines = run(tmp_path, doc).stderr.strip().splitlines()
+    assert lines == [built.stderr.strip(), "error: $.targets[0].precision: required field is missing"], lines
+
+
+@pytest.mark.parametrize("args,words", [
+    (["build"], "Missing argument 'MANIFEST'."), (["bogus"], "No such command 'bogus'."),
+    (["inspect", "--nope", "x"], "No such option '--nope'"), (["build", "a.json", "b.json"], "unexpected extra argument"),
+    (["serve", "x", "--threads", "two"], "'--threads'"),
+])
+def test_usage_errors_are_one_line_naming_the_help_to_read(args, words):
+    """A usage mistake is one `error:` line, exit 2, pointing at the command's --help (not click's block)."""
+    result = CliRunner().invoke(main, args)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert words in lines[0] and "--help')" in lines[0] and "Usage:" not in result.output, lines
+
+
+def test_bare_command_still_prints_its_help():
+    result = CliRunner().invoke(main, [])
+    assert result.output.startswith("Usage: ") and "\n  build " in result.output and "error:" not in result.output

@@ -1,19 +1,21 @@
 """Late-interaction (MaxSim) search: rank DOCUMENTs for QUERY token by token.
 
-Example:
+Give a query and its documents, or neither for a built-in example. Example:
     python examples/apps/late.py examples/demo/late_interaction/artifact "capital of France" "Paris is in France." "Rivers."
 """
-import readout_sdk
-from _app import one_line_errors, parser
+from _app import complete, load, one_line_errors, parse, parser
 
 p = parser(__doc__)
-p.add_argument("query", nargs="?", default="capital of France")
-p.add_argument("documents", nargs="*", metavar="document", help="texts to rank (default: three built-in)")
-args = p.parse_args()
+p.add_argument("query", nargs="?", help="the query")
+p.add_argument("documents", nargs="*", metavar="document", help="texts to rank")
+args = parse(p)
+given = complete(p, {"query": args.query, "document": args.documents},
+                 {"query": "capital of France",
+                  "document": ["Paris is the capital of France.", "The river runs to the sea.", "Berlin is in Germany."]})
 with one_line_errors():
-    engine = readout_sdk.load(args.artifact)
-    docs = args.documents or ["Paris is the capital of France.", "The river runs to the sea.", "Berlin is in Germany."]
-    q = engine.encode_tokens([args.query])[0]
+    engine = load(args.artifact, "late.py")
+    docs = given["document"]
+    q = engine.encode_tokens([given["query"]])[0]
     scored = sorted(((engine.maxsim(q, d), t) for d, t in zip(engine.encode_tokens(docs), docs)), reverse=True)
     for score, doc in scored:
         print(f"{score:.3f}  {doc}")

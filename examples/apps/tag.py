@@ -3,16 +3,15 @@
 Example:
     python examples/apps/tag.py examples/demo/token_classification/artifact "Ada Lovelace wrote the notes in London."
 """
-import readout_sdk
 from readout_sdk.decode.tagging import AGGREGATIONS
-from _app import one_line_errors, parser
+from _app import load, one_line_errors, parse, parser
 
 p = parser(__doc__)
 p.add_argument("texts", nargs="*", metavar="text", help="texts to tag (default: one built-in sentence)")
-p.add_argument("--aggregation", default="simple", choices=AGGREGATIONS, help="how word pieces become entities")
-args = p.parse_args()
+p.add_argument("--aggregation", default="simple", choices=AGGREGATIONS, help="how word pieces become entities (default: simple)")
+args = parse(p)
 with one_line_errors():
-    engine = readout_sdk.load(args.artifact)
+    engine = load(args.artifact, "tag.py")
     texts = args.texts or ["Ada Lovelace wrote the notes in London."]
     for text, tagged in zip(texts, engine.tag(texts, aggregation=args.aggregation)):
         print(f"{len(tagged)} entities{' (text truncated)' if tagged.truncated else ''} in {text!r}")

@@ -41,6 +41,11 @@ def main() -> int:
         try:
             if client.is_model_ready(args.model):
                 break
+            served = _served_names(client)  # the server is up: is the model even there?
+            if served is not None and args.model not in served:
+                print(f"error: {args.url} serves no model {args.model!r} (it serves: {', '.join(sorted(served)) or 'none'})",
+                      file=sys.stderr)
+                return 2
         except Exception:  # nothing listening yet: the server is still starting
             pass
         if time.monotonic() > deadline:
@@ -64,12 +69,30 @@ def main() -> int:
     except Exception as e:  # a refused request: Triton's message, in one line
         print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
+    refused = 0
     for row, record in zip(rows, reply.as_numpy("result")):
-        print(json.dumps(json.loads(record[0])), " <-", " | ".join(row))
+        doc = json.loads(record[0])
+        refused += isinstance(doc, dict) and set(doc) == {"error"}  # a row the server refused, on its own
+        print(json.dumps(doc), " <-", " | ".join(row))
     release = reply.as_numpy("release_id")  # None where the model has no such output (a repository's text model)
     if release is not None:
         print("release:", release[0][0].decode())
+    if refused:
+        print(f"error: the server refused {refused} of {len(rows)} rows (their records say why)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _served_names(client) -> set[str] | None:
+    """The names of the models the server serves once every model its repository index lists is READY;
+    None while it cannot say (still loading, or no index): the caller keeps waiting then."""
+    try:
+        index = client.get_model_repository_index()
+    except Exception:  # an older server, or one still starting
+        return None
+    if not index or any(m.get("state") != "READY" for m in index):
+        return None
+    return {m["name"] for m in index if "name" in m}
 
 
 if __name__ == "__main__":

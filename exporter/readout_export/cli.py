@@ -12,10 +12,10 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli_run import require_export_extra, run_command
+from readout_export.cli_run import OneLineGroup, require_export_extra, run_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="readout-export")
 def main() -> None:
     """Export transformer encoders with their readout inside the graph (readout-abi/1)."""

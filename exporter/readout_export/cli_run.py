@@ -63,3 +63,36 @@ def fail(code: int, message: str, as_json: bool, debug: bool, every: list[str] |
         if code == 1 and not debug:
             click.echo("(run with --debug for the traceback)", err=True)
     sys.exit(code)
+
+
+class UsageLine(click.ClickException):
+    """A usage error (a missing argument, an unknown option or command) as one line, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def _one_line(e: click.UsageError) -> click.UsageError:
+    if type(e).__name__ == "NoArgsIsHelpError":  # bare `readout-export`: click's help is the answer
+        return e
+    where = e.ctx.command_path if e.ctx is not None else "readout-export"
+    return UsageLine(f"{e.format_message()} (see '{where} --help')")
+
+
+class OneLineGroup(click.Group):
+    """click's group, with its usage errors (and its commands') printed as one line instead of click's
+    usage block: 'error: Missing argument 'MANIFEST'. (see 'readout-export build --help')'."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            raise _one_line(e) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:  # resolving the command, parsing its arguments and its body
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise _one_line(e) from None

@@ -80,7 +80,9 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
         raise ManifestError("$.schema", f"expected {MANIFEST_SCHEMA!r}, got {data.get('schema')!r}")
     problems = Problems(every)
     validator = jsonschema.Draft202012Validator(load_schema("manifest-1.schema.json"))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    # at one path, an unknown field comes first: a misspelt name ('precison') is why a required one is missing
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)),
+                                                                e.validator != "additionalProperties"))
     for err in errors:
         for where, why in _describe(err):
             problems.add(ManifestError(where, why))

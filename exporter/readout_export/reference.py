@@ -10,6 +10,7 @@ import numpy as np
 from readout_sdk.artifact import Artifact, open_artifact, sha256_file
 
 from readout_parity import ParityError, Reference, Report, run_parity
+from readout_parity.report import DEFAULT_POSITIONS
 
 REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
 
@@ -92,7 +93,7 @@ def eager_reference(art: Artifact) -> Reference:
     graph = reference_graph(art)
     names = [o["name"] for o in art.record["outputs"]]
     return Reference(EagerRunner(graph, names), REFERENCE,
-                     (("eager-default-position-ids", EagerRunner(graph, names, default_positions=True)),))
+                     ((DEFAULT_POSITIONS, EagerRunner(graph, names, default_positions=True)),))
 
 
 def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] | None = None,

@@ -18,6 +18,13 @@ def to_json(report: Report) -> dict[str, Any]:
     return doc
 
 
+# informative runners the reference may bring (never targets, never gated), and what a reader should make of them
+DEFAULT_POSITIONS = "eager-default-position-ids"
+INFORMATIVE = {DEFAULT_POSITIONS: "eager PyTorch with transformers' default position ids on left-padded batches, "
+                                  "not a target: it shows what left padding does to a model exported without the "
+                                  "ABI's position ids; the exported graph is not affected"}
+
+
 def table(report: Report) -> str:
     """A readable table: one line per check, then the ungated measurements."""
     c = report.corpus
@@ -25,21 +32,27 @@ def table(report: Report) -> str:
              f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
              f"batch widths {report.grid['batch_widths']}", ""]
-    head = f"{'target':<19} {'provider':<22} {'metric':<20} {'requirement':<12} {'measured':>12}  decision"
+    t = max(19, *(len(k.target) for k in report.checks)) if report.checks else 19
+    w = max(20, *(len(k.metric) for k in report.checks)) if report.checks else 20
+    r = max(12, *(len(k.requirement) for k in report.checks)) if report.checks else 12
+    head = f"{'target':<{t}} {'provider':<22} {'metric':<{w}} {'requirement':<{r}} {'measured':>12}  decision"
     lines += [head, "-" * len(head)]
     for k in report.checks:
         measured = metric_text(k.metric, k.measured)
         note = f"  ({k.reason})" if k.reason else ""
-        lines.append(f"{k.target:<19} {k.provider:<22} {k.metric:<20} {k.requirement:<12} {measured:>12}  "
+        lines.append(f"{k.target:<{t}} {k.provider:<22} {k.metric:<{w}} {k.requirement:<{r}} {measured:>12}  "
                      f"{k.decision}{note}")
     if report.measurements:
         lines += ["", "measured, not gated (diagnostics: these metrics have no budget at the target's precision, so",
                   "they neither pass nor fail it; raw output differences are expected at reduced precision, where the",
                   "decision and similarity metrics above are what is gated, and max_rel_error divides by the reference",
                   "value, so it is large wherever a reference output is near zero):"]
+        width = max(18, *(len(m["metric"]) for m in report.measurements))
         for m in report.measurements:
-            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<18} "
+            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<{width}} "
                          f"{metric_text(m['metric'], m['measured']):>12}  (worst case: {m['worst_case']})")
+        lines += [f"  ({name}: {why})" for name, why in INFORMATIVE.items()
+                  if any(m["target"] == name for m in report.measurements)]
     n = report.counts()
     lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
                   f"(NOT_EVALUATED never counts as a pass) in {report.seconds:.1f}s"]
