@@ -216,6 +216,8 @@ def test_threads_bound_each_runtime_so_actors_do_not_oversubscribe(shared):
 
     art = shared("classify")[1]
     assert _assigned_cpus() is None  # outside a Ray worker: the runtime's own default (every CPU)
-    assert readout_sdk.load(art, target="onnx-fp32", backend="onnxruntime", threads=1).execution["intra_op_threads"] == 1
+    bounded = readout_sdk.load(art, target="onnx-fp32", backend="onnxruntime", threads=1).execution
+    assert bounded["intra_op_threads"] == 1 and bounded["spinning"] is False  # a shared machine: workers sleep
+    assert readout_sdk.load(art, target="onnx-fp32", backend="onnxruntime").execution["spinning"] is True
     ov = readout_sdk.load(art, target="onnx-fp32", backend="openvino", threads=1)
     assert int(ov.runner.compiled.get_property("INFERENCE_NUM_THREADS")) == 1

@@ -83,10 +83,10 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     # at one path, an unknown field comes first: a misspelt name ('precison') is why a required one is missing
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)),
                                                                 e.validator != "additionalProperties"))
-    for err in errors:
-        for where, why in _describe(err):
-            problems.add(ManifestError(where, why))
     family = data.get("family")
+    for err in errors:
+        for where, why in _describe(err, family_spec(family) if family in FAMILIES else None):
+            problems.add(ManifestError(where, why))
     if isinstance(family, str) and family in FAMILIES:
         spec = family_spec(family)  # which fields apply is the family's
         for key in data:
@@ -153,15 +153,22 @@ def resolved_path(base: Path, value: str, where: str) -> Path:
     return path
 
 
-def _describe(err: Any) -> list[tuple[str, str]]:
+def _describe(err: Any, spec: Any = None) -> list[tuple[str, str]]:
     """Turn a jsonschema error into (JSON path, what was expected) pairs, with a did-you-mean for a
-    misspelt field name or enum value."""
+    misspelt field name or enum value; with the manifest's family ``spec``, the fields offered at the top
+    level and in ``readout`` are the ones that family takes."""
     path = json_path(err.absolute_path)
     if err.validator == "additionalProperties":
-        known = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(known)) or [""]
+        every = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(every)) or [""]
+        known = every  # offered: the fields this family takes (a did-you-mean still looks at them all)
+        if spec is not None and path == "$":
+            known = [k for k in every if k in COMMON_FIELDS or k in spec.manifest_fields]
+        elif spec is not None and path == "$.readout":
+            known = [k for k in every if k in spec.readout_fields]
         return [(f"{path}.{key}" if key else path,
-                 f"unknown field{_near(key, known)} (known: {', '.join(known)})") for key in extra]
+                 f"unknown field{_near(key, every)} (known: {', '.join(known) or 'none, for this family'})")
+                for key in extra]
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
         return [(f"{path}.{missing}" if path != "$" else f"$.{missing}", "required field is missing")]

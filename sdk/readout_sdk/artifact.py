@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
@@ -207,7 +207,7 @@ def read_meta(root: Path) -> dict[str, Any]:
     return meta
 
 
-def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | str = True) -> Artifact:
+def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | Literal["present"] = True) -> Artifact:
     """Open and verify an artifact directory.
 
     Checks readout.json against its schema, the ABI record (known major version, schema), every listed
@@ -235,7 +235,7 @@ def verify_target(art: Artifact, target: Target) -> Path:
     return _verify_hash(art.path, target.file, target.sha256)
 
 
-def _open(root: Path, check_graphs: bool, graphs: bool | str) -> Artifact:
+def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> Artifact:
     meta = read_meta(root)
     meta_path = root / ARTIFACT_FILE
     record = meta["abi"]

@@ -230,7 +230,11 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                      logging_level="ERROR")
         try:
-            ray.data.DataContext.get_current().raise_original_map_exception = True  # the SDK's refusal, not a wrapper
+            context = ray.data.DataContext.get_current()
+            before = (context.enable_progress_bars, context.print_on_execution_start)
+            context.raise_original_map_exception = True  # the SDK's refusal, not a wrapper
+            if started:  # our own local cluster: its progress bars and plan printout are noise around one summary line
+                context.enable_progress_bars = context.print_on_execution_start = False
             t0 = time.perf_counter()
             # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
             if src.suffix == ".parquet":
@@ -260,6 +264,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
             place(staging, out)
         finally:
             if started:
+                context.enable_progress_bars, context.print_on_execution_start = before
                 ray.shutdown()
     return EncodeResult(written, out, files, seconds)
 
