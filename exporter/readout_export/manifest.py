@@ -84,10 +84,11 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)),
                                                                 e.validator != "additionalProperties"))
     family = data.get("family")
+    known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
     for err in errors:
-        for where, why in _describe(err, family_spec(family) if family in FAMILIES else None):
+        for where, why in _describe(err, family_spec(family) if known_family else None):
             problems.add(ManifestError(where, why))
-    if isinstance(family, str) and family in FAMILIES:
+    if known_family:
         spec = family_spec(family)  # which fields apply is the family's
         for key in data:
             if key not in COMMON_FIELDS and key not in spec.manifest_fields:
