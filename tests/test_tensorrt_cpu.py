@@ -224,5 +224,10 @@ def test_a_listed_engine_without_tensorrt_is_refused_clearly(shared, tmp_path):
     result = CliRunner().invoke(main, ["inspect", str(art)])
     assert result.exit_code == 0 and "tensorrt-fp16" in result.stdout and "TensorRT 10.3.0 on Orin" in result.stdout
     (art / "model.tensorrt-fp16.engine").write_bytes(b"changed")
+    # load() reads only the graph it runs, so the CPU target still loads; opening the artifact whole
+    # (what inspect, verify and parity do) refuses the changed engine by name
+    assert readout_sdk.load(art).target.name == "onnx-fp32"
     with pytest.raises(readout_sdk.ArtifactError, match="model.tensorrt-fp16.engine: sha256"):
-        readout_sdk.load(art)
+        readout_sdk.open_artifact(art)
+    result = CliRunner().invoke(main, ["inspect", str(art)])
+    assert result.exit_code != 0 and "model.tensorrt-fp16.engine: sha256" in result.output
