@@ -457,6 +457,8 @@ def test_a_misspelt_required_field_is_named_before_the_field_it_leaves_missing(t
     (["build"], "Missing argument 'MANIFEST'."), (["bogus"], "No such command 'bogus'."),
     (["inspect", "--nope", "x"], "No such option '--nope'"), (["build", "a.json", "b.json"], "unexpected extra argument"),
     (["serve", "x", "--threads", "two"], "'--threads'"),
+    (["inspect", __file__], "test_manifest_errors.py' is a file, not an artifact directory"),
+    (["evaluate", "x", "--data", "d.jsonl", "--plots", __file__], "is a file, not a directory"),
 ])
 def test_usage_errors_are_one_line_naming_the_help_to_read(args, words):
     """A usage mistake is one `error:` line, exit 2, pointing at the command's --help (not click's block)."""

@@ -12,7 +12,7 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli_run import OneLineGroup, require_export_extra, run_command
+from readout_export.cli_run import ARTIFACT_DIR, OneLineGroup, require_export_extra, run_command
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,7 +88,7 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
 
 
 @main.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print readout.json's verified content as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def inspect(artifact: str, as_json: bool, debug: bool) -> None:
@@ -110,7 +110,7 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
 
 
 @main.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--corpus", type=click.Path(dir_okay=False, exists=True),
               help="JSONL of your own inputs ({'text': ...}, pairs, or {'question', 'choices'}); default: built-in.")
 @click.option("--widths", default="1,2,7,32", show_default=True, help="Batch widths, comma-separated.")
@@ -164,8 +164,8 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
 
 
 @main.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
-@click.option("--items", default=512, show_default=True, help="Corpus size (fixed seed, 8..148 tokens).")
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--items", default=512, show_default=True, help="Corpus size (fixed seed; 5..110 words, about 8..148 WordPiece tokens).")
 @click.option("--repeats", default=5, show_default=True, help="Full passes per configuration; the median counts.")
 @click.option("--latency-items", default=64, show_default=True, help="Single-item calls timed for p50/p95.")
 @click.option("--no-processes", is_flag=True, help="Skip import time, peak RSS and installed size (subprocesses).")
@@ -214,7 +214,7 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
 
 
 @main.command(name="compile")
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--target", required=True, help="tensorrt-fp32, tensorrt-fp16, tensorrt-int8 or tensorrt-bf16.")
 @click.option("--no-parity", is_flag=True, help="Skip the parity checks after compiling.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")

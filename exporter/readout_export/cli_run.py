@@ -96,3 +96,22 @@ class OneLineGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as e:
             raise _one_line(e) from None
+
+
+class Directory(click.Path):
+    """click's ``Path(file_okay=False)`` with a plain refusal for a file: "'x' is a file, not an artifact
+    directory" instead of click's "Directory 'x' is a file"."""
+
+    def __init__(self, what: str = "a directory") -> None:
+        super().__init__(file_okay=False)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import os
+
+        if isinstance(value, str) and os.path.isfile(value):
+            self.fail(f"'{value}' is a file, not {self.what}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+ARTIFACT_DIR = Directory("an artifact directory (the one build writes, with readout.json in it)")

@@ -12,7 +12,7 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli_run import run_command
+from readout_export.cli_run import ARTIFACT_DIR, Directory, run_command
 
 
 def _require_eval_extra() -> None:
@@ -27,12 +27,12 @@ def _require_eval_extra() -> None:
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--data", required=True, type=click.Path(dir_okay=False),
               help="JSONL rows: the family's input fields plus gold fields, optional 'id' and 'slice'.")
 @click.option("--role", required=True, type=click.Choice(["development", "calibration", "test"]),
               help="The split role this data plays; the artifact's lineage keeps it, and one file keeps one role.")
-@click.option("--parent", type=click.Path(file_okay=False),
+@click.option("--parent", type=ARTIFACT_DIR,
               help="The release this one would replace: evaluated on the same rows for deltas and transitions.")
 @click.option("--target", help="The target to evaluate (e.g. onnx-int8); default: what load() picks.")
 @click.option("--gate", "gates", multiple=True,
@@ -41,7 +41,7 @@ def _require_eval_extra() -> None:
 @click.option("--min-support", type=int, help="Cases a slice needs to be gated (default: the manifest's, else 30).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report (with per-case outputs) here.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML, one test case per gate.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
+@click.option("--plots", "plots_dir", type=Directory(),
               help="Write PNGs here: reliability diagram, confusion matrix, recall@k.")
 @click.option("--no-keep", is_flag=True, help="Do not record this run in the artifact (evaluation.json, lineage).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
@@ -90,10 +90,10 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--data", required=True, type=click.Path(dir_okay=False),
               help="JSONL calibration split (gold fields as for evaluate); refused if the lineage used it as test.")
-@click.option("--output", required=True, type=click.Path(file_okay=False), help="Where to write the new artifact.")
+@click.option("--output", required=True, type=Directory(), help="Where to write the new artifact.")
 @click.option("--coverage", type=float, help="Fit an abstention threshold that answers at least this fraction.")
 @click.option("--risk", type=float, help="Fit an abstention threshold whose error among answered cases is at most this.")
 @click.option("--precision", type=float, help="Multilabel: per-label thresholds reaching this precision (default: max F1).")

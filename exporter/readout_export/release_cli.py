@@ -7,11 +7,11 @@ import sys
 
 import click
 
-from readout_export.cli_run import require_export_extra, run_command
+from readout_export.cli_run import ARTIFACT_DIR, require_export_extra, run_command
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (reconciliation field by field).")
 @click.option("--strict", is_flag=True, help="Exit 1 when reconciliation is NOT_EVALUATED (source model absent).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -54,8 +54,8 @@ def verify(artifact: str, as_json: bool, strict: bool, debug: bool) -> None:
 
 
 @click.command()
-@click.argument("a", type=click.Path(file_okay=False))
-@click.argument("b", type=click.Path(file_okay=False))
+@click.argument("a", type=ARTIFACT_DIR)
+@click.argument("b", type=ARTIFACT_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON object.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
@@ -82,8 +82,8 @@ def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
-@click.option("--parent", required=True, type=click.Path(file_okay=False),
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--parent", required=True, type=ARTIFACT_DIR,
               help="The release this one replaces (its rollback target); must be at least RECONCILED.")
 @click.option("--json", "as_json", is_flag=True, help="Print the compatibility record as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.cli_run import run_command
+from readout_export.cli_run import ARTIFACT_DIR, Directory, run_command
 
 
 SERVE_THREADS = "CPU threads the served engine may use in all (default: every CPU this process may run on)."
@@ -41,8 +41,8 @@ def _load_kwargs(target: str | None, backend: str, device: str, streams: int | N
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
-@click.option("--repo", required=True, type=click.Path(file_okay=False), help="Model repository directory to write into.")
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--repo", required=True, type=Directory(), help="Model repository directory to write into.")
 @click.option("--name", help="Model name (default: the artifact's name); the compiled graph is NAME_graph.")
 @click.option("--target", help="ONNX Runtime target or compiled TensorRT engine to serve (default: onnx-fp32).")
 @click.option("--max-batch-size", type=click.IntRange(min=1),
@@ -63,7 +63,7 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--name", help="Model name clients call (default: the artifact's name).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--http-port", default=8000, show_default=True)
@@ -102,10 +102,10 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 
 
 @click.command()
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--input", "source", required=True, type=click.Path(dir_okay=False),
               help="A .jsonl or .parquet file, one row per input.")
-@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the Parquet files.")
+@click.option("--output", required=True, type=Directory(), help="Directory for the Parquet files.")
 @click.option("--column", "columns", multiple=True,
               help="Column holding the text (default: text); for pair families FIELD=COLUMN, e.g. query=q.")
 @click.option("--prefix", default="", help="Prefix for the output columns (when an input column has their name).")

@@ -38,8 +38,8 @@ class BenchReport:
 
 def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_items: int = 64,
               processes: bool = True, say: Callable[[str], None] = lambda _m: None) -> BenchReport:
-    """Measure every configuration on ``items`` texts (8..148 tokens, fixed seed). ``processes``: also
-    measure import time, peak RSS and installed size in fresh interpreters."""
+    """Measure every configuration on ``items`` texts (5..110 words, about 8..148 WordPiece tokens; fixed
+    seed). ``processes``: also measure import time, peak RSS and installed size in fresh interpreters."""
     from readout_export.reference import reference_graph
     from readout_parity.corpus import mixed_corpus
     from readout_sdk.encoder import TextEncoder
