@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from typing import Any, Callable
@@ -107,8 +108,6 @@ class Directory(click.Path):
         self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        import os
-
         if isinstance(value, str) and os.path.isfile(value):
             self.fail(f"'{value}' is a file, not {self.what}", param, ctx)
         return super().convert(value, param, ctx)
