@@ -132,7 +132,9 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
         assert r["label"] == e.label and r["scores"] == pytest.approx(e.scores, abs=1e-6)
 
 
-def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_path):
+def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_path, capfd):
+    import logging
+
     art = shared("tag-bert")[1]
     texts = (TEXTS * 200)[:2000]
     pq.write_table(pa.table({"key": list(range(len(texts))), "body": texts}), tmp_path / "in.parquet")
@@ -141,6 +143,10 @@ def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_p
                                        "--target", "onnx-fp32"])
     assert result.exit_code == 0, result.output
     assert "encoded 2000 rows" in result.output
+    # on its own local cluster: one summary line, no Ray Data INFO / WARNING lines, its log level given back
+    err = capfd.readouterr().err + result.output
+    assert "execution finished" not in err and "Progress bars disabled" not in err, err
+    assert logging.getLogger("ray.data").level < logging.ERROR  # what Ray Data set it to, not our ERROR
     rows = pq.read_table(tmp_path / "out").to_pylist()
     assert sorted(r["key"] for r in rows) == list(range(2000))
     tagged = readout_sdk.load(art, target="onnx-fp32").tag(texts[:len(TEXTS)])

@@ -11,6 +11,7 @@ Needs the ``ray`` extra: ``pip install 'readout-export[ray]'``.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,8 +234,11 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
             context = ray.data.DataContext.get_current()
             before = (context.enable_progress_bars, context.print_on_execution_start)
             context.raise_original_map_exception = True  # the SDK's refusal, not a wrapper
-            if started:  # our own local cluster: its progress bars and plan printout are noise around one summary line
+            data_log = logging.getLogger("ray.data")
+            log_level = data_log.level
+            if started:  # our own local cluster: its progress bars, plan printout and INFO lines are noise around one summary line
                 context.enable_progress_bars = context.print_on_execution_start = False
+                data_log.setLevel(logging.ERROR)
             t0 = time.perf_counter()
             # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
             if src.suffix == ".parquet":
@@ -265,6 +269,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         finally:
             if started:
                 context.enable_progress_bars, context.print_on_execution_start = before
+                data_log.setLevel(log_level)
                 ray.shutdown()
     return EncodeResult(written, out, files, seconds)
 
