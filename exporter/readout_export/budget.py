@@ -1,7 +1,8 @@
 """Budgeted targets (``"precision": "auto"``): the fastest graph that keeps a declared parity budget.
 
-The search, on a calibration corpus that is not the parity corpus (`readout_parity.corpus.mixed_corpus`
-at the calibration seeds; the parity harness uses its built-in corpus):
+The search, on a calibration corpus that is not the parity corpus (:func:`search_corpus`: recombined
+texts of 1..110 words at a calibration seed, none of them a parity sentence; the parity harness uses
+its built-in corpus):
 
 1. NNCF quantizes the fp32 graph once (the onnx-int8-openvino recipe, nothing left out), and
    `readout_export.mixed` ranks its int8 nodes by the error each adds on its own (measured on the
