@@ -463,11 +463,12 @@ class _Enc(SimpleNamespace):
 def test_token_pieces_over_windows_match_the_pre_vectorization_implementation():
     rng = np.random.RandomState(7)
     labels = LABEL_SETS[0]
+    group = []
+    vocab = {"[CLS]": 1, "[SEP]": 2, "[UNK]": 100}  # one id per token string (one vocabulary for every text)
     for case in range(120):
         text, spans = _random_text(rng)
         n_win = rng.randint(1, 4)
         parts, outs, owned = [], [], []
-        vocab = {"[CLS]": 1, "[SEP]": 2, "[UNK]": 100}  # one id per token string, as a real vocabulary has
         for _ in range(n_win):
             offsets, tokens, special, _ = _random_encoding(rng, text, spans)
             ids = [vocab.setdefault(t, 300 + len(vocab)) for t in tokens]
@@ -488,6 +489,24 @@ def test_token_pieces_over_windows_match_the_pre_vectorization_implementation():
         for mode in AGGREGATIONS:
             _assert_entities_equal(TC.decide(ctx, text, outs, parts, False, aggregation=mode).entities,
                                    _ref_decode_entities(text, want, labels, mode))
+        group.append((ctx, text, outs, parts, want))
+    # many texts decided at once (what tag() runs: one softmax and one decode over all their windows) give
+    # each text the oracle's pieces and entities (contexts grouped: one tag() call has one)
+    for shared in ((100, "##", "right"), (None, None, "left")):
+        run = [(c, t, o, p, w) for c, t, o, p, w in group if (c.unk, c.subword_prefix, c.window_direction) == shared]
+        owned = {id(p[0].encodings[0]): c.owned_rows(None) for c, _, _, p, _ in run}  # each text's own masks
+        ctx = SimpleNamespace(**vars(run[-1][0]) | {"owned_rows": lambda encs: owned[id(encs[0])]})
+        got = TC.token_pieces_many(ctx, [(t, o, p) for _, t, o, p, _ in run])
+        assert len(got) == len(run) >= 4 and any(len(parts) > 1 for _, _, _, parts, _ in run)  # windows among them
+        for g, (_, _, _, _, want) in zip(got, run):
+            assert [(p.start, p.end, p.is_subword) for p in g] == [(p.start, p.end, p.is_subword) for p in want]
+            if want:
+                np.testing.assert_array_equal(g.scores, np.stack([p.scores for p in want]))
+        for mode in AGGREGATIONS:
+            decided = TC.decide_all(ctx, [(t, o, p, False) for _, t, o, p, _ in run], aggregation=mode)
+            assert len(decided) == len(run)
+            for d, (_, t, _, _, want) in zip(decided, run):
+                _assert_entities_equal(d.entities, _ref_decode_entities(t, want, labels, mode))
 
 
 def _random_span_problem(rng):
