@@ -12,9 +12,10 @@ from click.testing import CliRunner
 
 from conftest import linked_copy
 
-from readout_export.bench.goals import decide
+from readout_export.bench.goals import decide, tiers
 from readout_export.bench.run import run_bench
 from readout_export.cli import main
+from readout_parity.corpus import TEXTS
 from readout_sdk.backend import machine_id
 
 pytest.importorskip("openvino", reason="the openvino extra is not installed")
@@ -70,10 +71,13 @@ def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path):
     exact = ["eager PyTorch (readout graph)", "sentence-transformers backend=torch",
              "readout-sdk onnx-fp32 on onnxruntime", "readout-sdk onnx-fp32 on openvino",
              "onnxruntime + numpy readout (plain graph)", "openvino fp32 + numpy readout (plain graph)"]
-    for name in exact:
+    for name in exact:  # on the bench corpus and on the parity harness's (one-word, accented, emoji, long)
         assert rows[name]["parity"]["min_cosine"] > 0.99999, name
+        assert rows[name]["parity_corpus"]["min_cosine"] > 0.99999, name
     for name in ("readout-sdk onnx-int8 on onnxruntime", "readout-sdk onnx-int8-openvino on openvino"):
         assert 0.97 < rows[name]["parity"]["min_cosine"] < 0.9999, name  # reduced precision really ran
+        assert 0.9 < rows[name]["parity_corpus"]["min_cosine"] < 0.9999, name
+    assert report.corpus["parity_corpus_items"] == len(TEXTS)
     assert rows["sentence-transformers backend=torch"]["kind"] == "eager"
     flops = report.machine["model_flops_per_item"]
     assert 0.2e9 < flops < 10e9  # MiniLM: about 22 MFLOP per token, 8..148 tokens per item
@@ -91,6 +95,23 @@ def _row(name, kind, precision, speed, parity=None, p50=None):
     if parity is not None:
         r["parity"] = {"min_cosine": parity}
     return r
+
+
+def test_a_tier_is_claimed_on_both_corpora_for_peers_as_for_the_sdk():
+    """A row holding a tier on the bench corpus but not on the parity corpus (its short, edge-case texts) is
+    not credited with it, whether it is a peer or the SDK; a row measured on the bench corpus alone keeps it."""
+    peer_bad = _row("int8 peer", "peer", "int8", 300, 0.9995) | {"parity_corpus": {"min_cosine": 0.977}}
+    peer_ok = _row("bf16 peer", "peer", "bf16", 200, 0.99995) | {"parity_corpus": {"min_cosine": 0.99991}}
+    sdk_bad = _row("sdk int8", "sdk", "int8", 400, 0.9999) | {"parity_corpus": {"min_cosine": 0.9989}}
+    sdk_ok = _row("sdk mixed", "sdk", "auto", 280, 0.9993) | {"parity_corpus": {"min_cosine": 0.99921}}
+    old = _row("bench-only peer", "peer", "fp32", 100, 0.99995)
+    by_tier = {t["tier"]: t for t in tiers([peer_bad, peer_ok, sdk_bad, sdk_ok, old], "embedding")}
+    assert by_tier[0.999]["sdk"]["name"] == "sdk mixed" and by_tier[0.999]["peer"]["name"] == "bf16 peer"
+    assert by_tier[0.999]["sdk"]["parity"] == 0.99921 and by_tier[0.999]["ratio"] == 280 / 200
+    assert by_tier[0.99]["sdk"]["name"] == "sdk int8" and by_tier[0.99]["peer"]["name"] == "bf16 peer"  # 0.9989
+    assert by_tier[0.9999]["sdk"] is None and by_tier[0.9999]["peer"]["name"] == "bf16 peer"
+    assert by_tier[0.99999]["peer"] is None  # 0.99995 on the bench corpus alone does not reach 0.99999
+    assert [t["peer"]["name"] for t in tiers([old], "embedding") if t["peer"]] == ["bench-only peer"] * 3
 
 
 def test_goal_arithmetic():

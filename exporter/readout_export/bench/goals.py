@@ -13,13 +13,19 @@ COLD_START_S = 1.0
 
 
 def parity_of(row: dict[str, Any]) -> float | None:
-    """A row's value of its family's bench metric (eager rows are the reference: 1)."""
-    p = row.get("parity") or {}
+    """A row's value of its family's bench metric: the lower of the bench corpus's and the parity corpus's
+    (a tier is claimed on both, for peers as for the SDK); eager rows are the reference: 1."""
+    values = [_metric(row.get(key) or {}) for key in ("parity", "parity_corpus")]
+    present = [v for v in values if v is not None]
+    if present:
+        return min(present)
+    return 1.0 if row["kind"] == "eager" else None
+
+
+def _metric(p: dict[str, Any]) -> float | None:
     if "min_cosine" in p:
         return p["min_cosine"]
-    if "decision_agreement" in p:
-        return p["decision_agreement"]
-    return 1.0 if row["kind"] == "eager" else None
+    return p.get("decision_agreement")
 
 
 def fastest(rows: list[dict[str, Any]], kinds: tuple[str, ...], at_least: float | None = None,
