@@ -18,6 +18,7 @@ its built-in corpus):
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,8 +37,6 @@ SEARCH_WIDTH = 16
 def search_corpus(family: Any) -> list[Any]:
     """The texts (or pairs, or choices) the search measures candidates on: seeded, as short as the parity
     corpus's shortest texts, and disjoint from it (a short recombined text can be one of its sentences)."""
-    import json
-
     from readout_parity.corpus import default_corpus, mixed_corpus
 
     proof = {json.dumps(x) for x in default_corpus(family)}

@@ -17,15 +17,17 @@ def to_json(report: BenchReport) -> dict[str, Any]:
 
 
 def _parity_text(row: dict[str, Any]) -> str:
+    """The bench corpus's parity, then the parity corpus's value of the same metric."""
     p, q = row.get("parity") or {}, row.get("parity_corpus") or {}
     if "min_cosine" in p:
-        text = f"cos min {metric_text('min_cosine', p['min_cosine'])} mean {metric_text('mean_cosine', p['mean_cosine'])}"
-        return text + (f"; parity corpus min {metric_text('min_cosine', q['min_cosine'])}" if "min_cosine" in q else "")
-    if "decision_agreement" in p:
-        text = f"agree {metric_text('decision_agreement', p['decision_agreement'])}"
-        return text + (f"; parity corpus {metric_text('decision_agreement', q['decision_agreement'])}"
-                       if "decision_agreement" in q else "")
-    return "-"
+        key, label = "min_cosine", "parity corpus min"
+        text = f"cos min {metric_text(key, p[key])} mean {metric_text('mean_cosine', p['mean_cosine'])}"
+    elif "decision_agreement" in p:
+        key, label = "decision_agreement", "parity corpus"
+        text = f"agree {metric_text(key, p[key])}"
+    else:
+        return "-"
+    return text + (f"; {label} {metric_text(key, q[key])}" if key in q else "")
 
 
 def _n(v: float | None, digits: int = 1) -> str:
