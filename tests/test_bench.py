@@ -114,6 +114,20 @@ def test_a_tier_is_claimed_on_both_corpora_for_peers_as_for_the_sdk():
     assert [t["peer"]["name"] for t in tiers([old], "embedding") if t["peer"]] == ["bench-only peer"] * 3
 
 
+def test_a_tier_reads_the_metric_the_family_names_not_whichever_key_a_row_has():
+    """A classifier's tiers are decision agreement (its family's ``bench_metric``): a classifier row that
+    measured only a cosine is not credited with any tier, and an embedding row's agreement does not stand in
+    for its cosine."""
+    cosine_only = _row("sdk logits", "sdk", "fp32", 500, 1.0)
+    agreeing = {"name": "sdk agreeing", "kind": "sdk", "precision": "int8", "items_per_s": 300,
+                "parity": {"decision_agreement": 0.995, "min_cosine": 0.2}}
+    by_tier = {t["tier"]: t for t in tiers([cosine_only, agreeing], "sequence_classification")}
+    assert by_tier[1.0]["sdk"] is None  # 0.995 < 1; the cosine-only row's 1.0 is not agreement
+    assert by_tier[0.99]["sdk"]["name"] == "sdk agreeing" and by_tier[0.99]["sdk"]["parity"] == 0.995
+    emb = {t["tier"]: t for t in tiers([agreeing | {"parity": {"decision_agreement": 1.0}}], "embedding")}
+    assert all(t["sdk"] is None for t in emb.values())
+
+
 def test_goal_arithmetic():
     rows = [_row("eager PyTorch (readout graph)", "eager", "fp32", 80, 1.0, 12.0),
             _row("sentence-transformers backend=torch", "eager", "fp32", 85, 1.0, 14.0),

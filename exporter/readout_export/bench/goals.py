@@ -12,27 +12,23 @@ OWN_WORK = 0.03
 COLD_START_S = 1.0
 
 
-def parity_of(row: dict[str, Any]) -> float | None:
-    """A row's value of its family's bench metric: the lower of the bench corpus's and the parity corpus's
-    (a tier is claimed on both, for peers as for the SDK); eager rows are the reference: 1."""
-    values = [_metric(row.get(key) or {}) for key in ("parity", "parity_corpus")]
+def parity_of(row: dict[str, Any], family: str) -> float | None:
+    """A row's value of its family's bench metric (the family says which: ``bench_metric``): the lower of
+    the bench corpus's and the parity corpus's (a tier is claimed on both, for peers as for the SDK); eager
+    rows are the reference: 1. A row that did not measure the family's metric has no parity (never passes)."""
+    metric = get(family).bench_metric
+    values = [(row.get(key) or {}).get(metric) for key in ("parity", "parity_corpus")]
     present = [v for v in values if v is not None]
     if present:
         return min(present)
     return 1.0 if row["kind"] == "eager" else None
 
 
-def _metric(p: dict[str, Any]) -> float | None:
-    if "min_cosine" in p:
-        return p["min_cosine"]
-    return p.get("decision_agreement")
-
-
-def fastest(rows: list[dict[str, Any]], kinds: tuple[str, ...], at_least: float | None = None,
+def fastest(rows: list[dict[str, Any]], family: str, kinds: tuple[str, ...], at_least: float | None = None,
             precision: str | None = None) -> dict[str, Any] | None:
     """The row of these kinds with the most items/s among those reaching ``at_least`` parity."""
     pool = [r for r in rows if r["kind"] in kinds and r.get("items_per_s")
-            and (at_least is None or (parity_of(r) or 0.0) >= at_least)
+            and (at_least is None or (parity_of(r, family) or 0.0) >= at_least)
             and (precision is None or r["precision"] == precision)]
     return max(pool, key=lambda r: r["items_per_s"]) if pool else None
 
@@ -41,15 +37,15 @@ def tiers(rows: list[dict[str, Any]], family: str) -> list[dict[str, Any]]:
     """One entry per parity tier: the fastest SDK and peer rows reaching it, their ratio and peak shares."""
     out = []
     for i, level in enumerate(get(family).bench_tiers):
-        sdk, peer = fastest(rows, ("sdk",), level), fastest(rows, ("peer", "eager"), level)
+        sdk, peer = fastest(rows, family, ("sdk",), level), fastest(rows, family, ("peer", "eager"), level)
         out.append({"tier": level, "need": TIER_GOAL.get(i, 1.0),
-                    "sdk": sdk and _brief(sdk), "peer": peer and _brief(peer),
+                    "sdk": sdk and _brief(sdk, family), "peer": peer and _brief(peer, family),
                     "ratio": sdk["items_per_s"] / peer["items_per_s"] if sdk and peer else None})
     return out
 
 
-def _brief(row: dict[str, Any]) -> dict[str, Any]:
-    return {"name": row["name"], "items_per_s": row["items_per_s"], "parity": parity_of(row),
+def _brief(row: dict[str, Any], family: str) -> dict[str, Any]:
+    return {"name": row["name"], "items_per_s": row["items_per_s"], "parity": parity_of(row, family),
             "peak": row.get("peak"), "peak_fraction": row.get("peak_fraction")}
 
 
@@ -75,7 +71,7 @@ def decide(rows: list[dict[str, Any]], machine: dict[str, Any], family: str) -> 
                            f"{t['sdk'] and t['sdk']['name']} vs {t['peer'] and t['peer']['name']}",
                            "no SDK configuration reached this tier" if not t["sdk"] else
                            "no peer configuration reached this tier"))
-    bf16 = fastest(rows, ("sdk",), None, "bf16")
+    bf16 = fastest(rows, family, ("sdk",), None, "bf16")
     share = bf16 and bf16.get("peak_fraction")
     goals.append(_goal("bf16: fastest SDK row's share of the bf16 GEMM peak", f">= {BF16_PEAK_SHARE:.0%}",
                        share, share is not None and share >= BF16_PEAK_SHARE, f"{share:.0%}" if share else "-",
@@ -98,7 +94,7 @@ def decide(rows: list[dict[str, Any]], machine: dict[str, Any], family: str) -> 
                        f"{cached and round(cached, 2)} s, import {(cold.get('cached') or {}).get('import_s', 0):.2f} s "
                        f"before either", cold.get("error") or "not measured"))
     lat_sdk = min((r for r in rows if r["kind"] == "sdk" and r.get("p50_ms")
-                   and (parity_of(r) or 0) >= get(family).bench_tiers[1]), key=lambda r: r["p50_ms"], default=None)
+                   and (parity_of(r, family) or 0) >= get(family).bench_tiers[1]), key=lambda r: r["p50_ms"], default=None)
     st = [r for r in rows if r["name"] == "sentence-transformers backend=torch" and r.get("p50_ms")]
     lat_eager = st[0] if st else min((r for r in rows if r["kind"] == "eager" and r.get("p50_ms")),
                                      key=lambda r: r["p50_ms"], default=None)

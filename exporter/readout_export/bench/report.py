@@ -115,7 +115,7 @@ def plot(report: BenchReport, path: Path) -> None:
     for r in report.rows:
         if not r.get("items_per_s"):
             continue
-        value = parity_of(r)
+        value = parity_of(r, report.family)
         gap = max(1.0 - (1.0 if value is None else value), 1e-8)
         ax.scatter(gap, r["items_per_s"], color=colors[r["kind"]], s=40)
         ax.annotate(r["name"].replace("readout-sdk ", "sdk "), (gap, r["items_per_s"]), fontsize=7,
