@@ -89,22 +89,29 @@ def _permuted_copy(src: Path, dst: Path, order: list[int]) -> Path:
     return dst
 
 
+def _unproven_copy(src: Path, dst: Path) -> Path:
+    """A linked copy of a session-shared artifact without whatever evidence other tests kept in it."""
+    linked_copy(src, dst)
+    (dst / "parity.json").unlink(missing_ok=True)
+    return dst
+
+
 @pytest.fixture(scope="module")
-def heads(tmp_path_factory):
+def heads(shared, tmp_path_factory):
     """Seeded tiny heads: a classifier, its label names renamed, its rows permuted with the label map,
-    with an int8 target added; a multilabel head with two threshold vectors."""
+    with an int8 target added; a multilabel head with two threshold vectors. The classifier and the first
+    multilabel build are the session's shared ones (tests/sdk_fixtures.py: the same models and manifests)."""
     root = tmp_path_factory.mktemp("heads")
-    base = synthetic.make_model("bert", "sequence_classification", root / "m_base", labels=SENTIMENT)
+    base, base_art = shared("classify")
+    multi, t1_art = shared("multilabel")
     renamed = synthetic.make_model("bert", "sequence_classification", root / "m_renamed", labels=["neg", "neu", "pos"])
     permuted = _permuted_copy(base, root / "m_permuted", [2, 0, 1])
-    multi = synthetic.make_model("roberta", "multilabel_classification", root / "m_multi",
-                                 labels=["toxic", "spam", "urgent"], problem_type="multi_label_classification")
     cls = {"family": "sequence_classification"}
     fp32_int8 = [{"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "int8"}]
-    return {"base": _build(root / "base", base, **cls), "renamed": _build(root / "renamed", renamed, **cls),
+    return {"base": _unproven_copy(base_art, root / "base"), "renamed": _build(root / "renamed", renamed, **cls),
             "permuted": _build(root / "permuted", permuted, **cls),
             "with_int8": _build(root / "with_int8", base, **cls, targets=fp32_int8),
-            "t1": _build(root / "t1", multi, family="multilabel_classification", thresholds=[0.5, 0.45, 0.55]),
+            "t1": _unproven_copy(t1_art, root / "t1"),
             "t2": _build(root / "t2", multi, family="multilabel_classification", thresholds=[0.5, 0.6, 0.55])}
 
 
