@@ -162,3 +162,52 @@ def test_goal_arithmetic():
     assert goals["peak RSS: eager process / SDK process"]["shown"] == "3.00x"
     alone = decide([_row("eager", "eager", "fp32", 80, 1.0)], {}, "embedding")
     assert all(g["decision"] == "NOT_EVALUATED" and g["detail"] for g in alone)
+
+
+def test_tier_finalists_are_timed_head_to_head_in_alternated_rounds(monkeypatch):
+    """`head_to_head` runs the two finalists one pass each per round, swapping who goes first every round,
+    and the ratio is the median of the rounds' own ratios (peer seconds over SDK seconds). A fake clock
+    that each call advances stands in for time, so nothing here depends on this machine's speed."""
+    from readout_export.bench import measure
+    from readout_export.bench.configs import Config
+
+    clock = [0.0]
+    order: list[str] = []
+    sdk_costs, peer_costs = iter([1.0, 2.0, 1.0, 1.0, 4.0]), iter([3.0, 2.0, 5.0, 2.0, 4.0])
+
+    def timed(name, costs):
+        def call(items):
+            assert items == ["a", "b"]
+            order.append(name)
+            clock[0] += next(costs)
+        return call
+
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    match = measure.head_to_head(Config("sdk x", "sdk", "fp32", timed("sdk", sdk_costs)),
+                                 Config("peer y", "peer", "fp32", timed("peer", peer_costs)), ["a", "b"], 5)
+    assert order == ["sdk", "peer", "peer", "sdk", "sdk", "peer", "peer", "sdk", "sdk", "peer"]
+    # rounds' ratios 3, 1, 5, 2, 1: median 2 (the ratio of the medians, 3/1, would differ)
+    assert match["ratio"] == 2.0 and match["ratio_range"] == [1.0, 5.0]
+    assert (match["sdk_items_per_s"], match["peer_items_per_s"]) == (2 / 1.0, 2 / 3.0)
+    assert match["sdk_seconds"] == [1.0, 2.0, 1.0, 1.0, 4.0] and match["rounds"] == 5
+
+
+def test_a_tier_takes_its_ratio_from_the_finalists_match_where_they_played_one():
+    """The rows choose each tier's finalists; a head-to-head match of exactly those two gives the tier's
+    ratio (and so its goal), the rows' own ratio is kept beside it; a match of other rows changes nothing."""
+    from readout_export.bench.goals import finalists
+
+    rows = [_row("ov bf16 peer", "peer", "bf16", 200, 0.99995), _row("ov fp32 peer", "peer", "fp32", 110, 1.0),
+            _row("sdk fp32", "sdk", "fp32", 100, 1.0), _row("sdk bf16", "sdk", "bf16", 190, 0.99995)]
+    assert finalists(rows, "embedding") == [("sdk fp32", "ov fp32 peer"), ("sdk bf16", "ov bf16 peer")]
+    played = [{"sdk": "sdk bf16", "peer": "ov bf16 peer", "ratio": 1.04, "ratio_range": [0.98, 1.1], "rounds": 5,
+               "sdk_items_per_s": 208.0, "peer_items_per_s": 200.0},
+              {"sdk": "sdk fp32", "peer": "ov bf16 peer", "ratio": 9.0, "ratio_range": [9.0, 9.0], "rounds": 5,
+               "sdk_items_per_s": 1.0, "peer_items_per_s": 1.0}]
+    by_tier = {t["tier"]: t for t in tiers(rows, "embedding", played)}
+    assert by_tier[0.9999]["ratio"] == 1.04 and by_tier[0.9999]["ratio_rows"] == 190 / 200
+    assert by_tier[0.99999]["ratio"] == 100 / 110 and by_tier[0.99999]["head_to_head"] is None
+    goals = {g["goal"]: g for g in decide(rows, {}, "embedding", played)}
+    g = goals["at min cosine >= 0.9999: fastest SDK / fastest peer"]
+    assert (g["measured"], g["decision"]) == (1.04, "PASS") and "0.98-1.10x; rows 0.95x" in g["detail"]
+    assert goals["at min cosine >= 0.99999: fastest SDK / fastest peer"]["decision"] == "FAIL"

@@ -166,7 +166,8 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
 @main.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--items", default=512, show_default=True, help="Corpus size (fixed seed; 5..110 words, about 8..148 WordPiece tokens).")
-@click.option("--repeats", default=5, show_default=True, help="Full passes per configuration; the median counts.")
+@click.option("--repeats", default=5, show_default=True, help="Full passes per configuration (the median counts), and rounds of each tier's head-to-head match "
+                   "(its two finalists alternated, one pass each per round).")
 @click.option("--latency-items", default=64, show_default=True, help="Single-item calls timed for p50/p95.")
 @click.option("--no-processes", is_flag=True, help="Skip import time, peak RSS and installed size (subprocesses).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
@@ -179,7 +180,9 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
           plot_path: str | None, keep: bool, debug: bool) -> None:
     """Measure ARTIFACT against its peers in one run: throughput (batch 32), latency (batch 1), parity
     against eager PyTorch, GEMM peak and achieved GFLOP/s, import time, peak RSS, install size, and the
-    performance goals. A benchmark, not a test: it exits 0 whatever the goals decide."""
+    performance goals; each parity tier's fastest SDK and peer configurations are then timed head to head
+    (alternated passes), and the tier's ratio is that match's. A benchmark, not a test: it exits 0 whatever
+    the goals decide."""
     from pathlib import Path
 
     for name, value in (("--items", items), ("--repeats", repeats), ("--latency-items", latency_items)):

@@ -33,15 +33,27 @@ def fastest(rows: list[dict[str, Any]], family: str, kinds: tuple[str, ...], at_
     return max(pool, key=lambda r: r["items_per_s"]) if pool else None
 
 
-def tiers(rows: list[dict[str, Any]], family: str) -> list[dict[str, Any]]:
-    """One entry per parity tier: the fastest SDK and peer rows reaching it, their ratio and peak shares."""
+def tiers(rows: list[dict[str, Any]], family: str,
+          matches: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One entry per parity tier: the fastest SDK and peer rows reaching it, their ratio and peak shares.
+    The rows pick the finalists; where the two were also timed head to head (``matches``, from
+    `measure.head_to_head`), that match's ratio is the tier's (``ratio_rows`` keeps the rows' own)."""
+    played = {(m["sdk"], m["peer"]): m for m in matches or []}
     out = []
     for i, level in enumerate(get(family).bench_tiers):
         sdk, peer = fastest(rows, family, ("sdk",), level), fastest(rows, family, ("peer", "eager"), level)
+        by_rows = sdk["items_per_s"] / peer["items_per_s"] if sdk and peer else None
+        match = played.get((sdk["name"], peer["name"])) if sdk and peer else None
         out.append({"tier": level, "need": TIER_GOAL.get(i, 1.0),
                     "sdk": sdk and _brief(sdk, family), "peer": peer and _brief(peer, family),
-                    "ratio": sdk["items_per_s"] / peer["items_per_s"] if sdk and peer else None})
+                    "ratio": match["ratio"] if match else by_rows, "ratio_rows": by_rows, "head_to_head": match})
     return out
+
+
+def finalists(rows: list[dict[str, Any]], family: str) -> list[tuple[str, str]]:
+    """The (SDK, peer) pairs the tiers put against each other, each once, in tier order."""
+    pairs = [(t["sdk"]["name"], t["peer"]["name"]) for t in tiers(rows, family) if t["sdk"] and t["peer"]]
+    return list(dict.fromkeys(pairs))
 
 
 def _brief(row: dict[str, Any], family: str) -> dict[str, Any]:
@@ -60,15 +72,20 @@ def _goal(name: str, requirement: str, value: float | None, ok: bool | None, sho
             "decision": "PASS" if ok else "FAIL", "detail": detail}
 
 
-def decide(rows: list[dict[str, Any]], machine: dict[str, Any], family: str) -> list[dict[str, Any]]:
-    """One entry per goal of the performance issues: PASS, FAIL, or NOT_EVALUATED with the reason."""
+def decide(rows: list[dict[str, Any]], machine: dict[str, Any], family: str,
+           matches: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One entry per goal of the performance issues: PASS, FAIL, or NOT_EVALUATED with the reason (the
+    tier goals read the head-to-head ``matches`` where the finalists played one)."""
     metric = get(family).bench_metric.replace("_", " ")
     goals = []
-    for t in tiers(rows, family):
+    for t in tiers(rows, family, matches):
         ratio = t["ratio"]
         goals.append(_goal(f"at {metric} >= {t['tier']:g}: fastest SDK / fastest peer", f">= {t['need']:g}x",
                            ratio, ratio is not None and ratio >= t["need"], f"{ratio:.2f}x" if ratio else "-",
-                           f"{t['sdk'] and t['sdk']['name']} vs {t['peer'] and t['peer']['name']}",
+                           f"{t['sdk'] and t['sdk']['name']} vs {t['peer'] and t['peer']['name']}"
+                           + (f", head to head over {t['head_to_head']['rounds']} rounds, "
+                              f"{t['head_to_head']['ratio_range'][0]:.2f}-{t['head_to_head']['ratio_range'][1]:.2f}x; "
+                              f"rows {t['ratio_rows']:.2f}x" if t["head_to_head"] else ""),
                            "no SDK configuration reached this tier" if not t["sdk"] else
                            "no peer configuration reached this tier"))
     bf16 = fastest(rows, family, ("sdk",), None, "bf16")

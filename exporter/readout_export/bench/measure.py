@@ -33,6 +33,25 @@ def _passes(call: Any, items: list[Any], n: int) -> list[float]:
     return times
 
 
+def head_to_head(sdk: Config, peer: Config, items: list[Any], rounds: int) -> dict[str, Any]:
+    """Two tier finalists timed side by side: ``rounds`` rounds of one full pass each, the order swapped
+    every round (SDK then peer, peer then SDK) so neither always runs on a machine the other just warmed
+    or left busy. The ratio is the median of the rounds' own ratios (peer seconds over SDK seconds): rows
+    measured minutes apart move by ±15 % between runs, two passes seconds apart far less."""
+    assert sdk.call is not None and peer.call is not None
+    mine: list[float] = []
+    theirs: list[float] = []
+    for k in range(rounds):
+        for config, into in ((sdk, mine), (peer, theirs))[:: 1 if k % 2 == 0 else -1]:
+            into += _passes(config.call, items, 1)
+    ratios = [b / a for a, b in zip(mine, theirs)]
+    return {"sdk": sdk.name, "peer": peer.name, "rounds": rounds,
+            "sdk_items_per_s": len(items) / float(np.median(mine)),
+            "peer_items_per_s": len(items) / float(np.median(theirs)),
+            "ratio": float(np.median(ratios)), "ratio_range": [min(ratios), max(ratios)],
+            "sdk_seconds": mine, "peer_seconds": theirs}
+
+
 def sdk_overhead(config: Config, items: list[Any], median: float, replays: int = 5) -> dict[str, Any]:
     """The SDK's own cost (tokenize, plan, pad, scatter, decode): one pass records every runtime call,
     then ``replays`` passes replay the recorded outputs instead of running the graph; the median replay

@@ -64,7 +64,9 @@ def table(report: BenchReport) -> str:
                      f"{own:>9}  {_parity_text(r)}")
     metric = get(report.family).bench_metric.replace("_", " ")
     lines += ["", f"tiers: the fastest configuration reaching each {metric} on both corpora (SDK vs peers, "
-              "eager included)",
+              "eager included), chosen by the rows above; where the two were then timed head to head (rounds of "
+              "one pass each, alternated), items/s and ratio are that match's (median; the range is the rounds' "
+              "ratios) and 'rows' the rows' own ratio",
               f"{'tier':<10} {'fastest SDK':<52} {'items/s':>8} {'%peak':>6}   {'fastest peer':<60} {'items/s':>8} "
               f"{'%peak':>6} {'ratio':>6}  need"]
     for t in report.tiers:
@@ -73,9 +75,14 @@ def table(report: BenchReport) -> str:
         def share(x: dict[str, Any]) -> str:
             return f"{x['peak_fraction']:.0%}" if x.get("peak_fraction") else "-"
         ratio = f"{t['ratio']:.2f}x" if t["ratio"] else "-"
-        lines.append(f">= {t['tier']:<7g} {sdk.get('name', 'none reached it'):<52} {_n(sdk.get('items_per_s')):>8} "
-                     f"{share(sdk):>6}   {peer.get('name', 'none reached it'):<60} {_n(peer.get('items_per_s')):>8} "
-                     f"{share(peer):>6} {ratio:>6}  >= {t['need']:g}x")
+        match = t.get("head_to_head")
+        mine, theirs = (match["sdk_items_per_s"], match["peer_items_per_s"]) if match else \
+            (sdk.get("items_per_s"), peer.get("items_per_s"))
+        played = (f" [{match['ratio_range'][0]:.2f}-{match['ratio_range'][1]:.2f}], rows {t['ratio_rows']:.2f}x"
+                  if match else "")
+        lines.append(f">= {t['tier']:<7g} {sdk.get('name', 'none reached it'):<52} {_n(mine):>8} "
+                     f"{share(sdk):>6}   {peer.get('name', 'none reached it'):<60} {_n(theirs):>8} "
+                     f"{share(peer):>6} {ratio:>6}  >= {t['need']:g}x{played}")
     lines += ["", f"GEMM peaks, GFLOP/s ({1536}^3, best of 5): fp32 {_n(fp32_peak, 0)} (numpy {_n(peaks.get('fp32'), 0)}, "
                   f"OpenVINO {_n(peaks.get('openvino_f32'), 0)}), bf16 {_n(peaks.get('openvino_bf16'), 0)} (OpenVINO; "
                   f"'-': no native bf16), int8 {_n(peaks.get('openvino_int8'), 0)} (OpenVINO u8 x s8 GEMM); model "

@@ -14,8 +14,8 @@ from readout_sdk.backend import machine_id
 
 from readout_export.bench import configs as C
 from readout_export.bench import machine as M
-from readout_export.bench.goals import decide, tiers
-from readout_export.bench.measure import agreement, latency, throughput
+from readout_export.bench.goals import decide, finalists, tiers
+from readout_export.bench.measure import agreement, head_to_head, latency, throughput
 from readout_export.errors import ManifestError
 
 BENCH_SEED = 512
@@ -34,6 +34,7 @@ class BenchReport:
     seconds: float = 0.0
     tiers: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    head_to_head: list[dict[str, Any]] = field(default_factory=list)  # tier finalists, alternated passes
 
 
 def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_items: int = 64,
@@ -90,10 +91,19 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         row["gflops"] = useful / 1e9 * row["items_per_s"] / len(corpus)
         row.update(cfg.extra)
         rows.append(row)
-        if cfg.engine is not None:  # release its sessions and threads before the next one runs
+    # the tiers' finalists again, head to head (alternated passes): the rows above were measured minutes
+    # apart, and the tier goals are ratios; every configuration is still loaded (they all were from the
+    # start), and each is released once the matches are played
+    matches = []
+    by_name = {cfg.name: cfg for cfg in configs if cfg.call is not None}
+    for sdk_name, peer_name in finalists(rows, family):
+        say(f"head to head: {sdk_name} vs {peer_name}")
+        matches.append(head_to_head(by_name[sdk_name], by_name[peer_name], corpus, repeats))
+    for cfg in configs:
+        if cfg.engine is not None:
             cfg.engine.close()
         cfg.call = cfg.raw = cfg.engine = None
-        gc.collect()
+    gc.collect()
     eager_speed = max((r["items_per_s"] for r in rows if r["kind"] == "eager" and r.get("items_per_s")), default=None)
     for r in rows:
         if eager_speed and r.get("items_per_s"):
@@ -128,14 +138,14 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         if ov:
             say("machine: cold start with the compiled-model cache")
             mach["cold_start"] = M.cold_start(art.path, max(ov, key=lambda r: r["items_per_s"])["target"])
-    goals = decide(rows, mach, family)
-    tier_table = tiers(rows, family)
+    goals = decide(rows, mach, family, matches)
+    tier_table = tiers(rows, family, matches)
     return BenchReport(str(art.path), family,
                        {"items": len(corpus), "seed": BENCH_SEED, "min_tokens": min(lengths),
                         "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
                         "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items,
                         "parity_corpus_items": len(edge)},
-                       mach, rows, goals, time.monotonic() - start, tier_table)
+                       mach, rows, goals, time.monotonic() - start, tier_table, head_to_head=matches)
 
 
 def _peaks() -> dict[str, float | None]:
