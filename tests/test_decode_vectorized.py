@@ -455,6 +455,28 @@ def test_decode_entities_hand_cases():
     assert decode_entities(text, [], labels, "max") == []
 
 
+def test_decoding_leaves_the_cyclic_collector_as_the_caller_had_it():
+    """Entities are built with Python's collector paused; afterwards it is on again only if it was on,
+    also when building them fails (a text shorter than its offsets is the caller's bug, raised as is)."""
+    import gc
+
+    labels = ["O", "B-PER", "I-PER"]
+    probs = np.array([[0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])
+    ps = Pieces(probs, np.array([0, 4]), np.array([3, 12]), np.zeros(2, bool))
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            got = decode_entities_many(["Ada Lovelace"], [ps], labels, "simple")
+            assert [(e.label, e.text) for e in got[0]] == [("PER", "Ada Lovelace")]
+            assert gc.isenabled() is enabled
+            with pytest.raises(TypeError):
+                decode_entities_many([None], [ps], labels, "simple")  # type: ignore[list-item]
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
 class _Enc(SimpleNamespace):
     def __len__(self):
         return len(self.ids)
