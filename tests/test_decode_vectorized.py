@@ -457,7 +457,7 @@ def test_decode_entities_hand_cases():
 
 def test_decoding_leaves_the_cyclic_collector_as_the_caller_had_it():
     """Entities are built with Python's collector paused; afterwards it is on again only if it was on,
-    also when building them fails (a text shorter than its offsets is the caller's bug, raised as is)."""
+    also when building them fails (a text that is not a string: the caller's TypeError, raised as is)."""
     import gc
 
     labels = ["O", "B-PER", "I-PER"]
