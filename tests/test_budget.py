@@ -58,15 +58,15 @@ def test_restoring_every_node_gives_back_the_fp32_graph(budgeted, tmp_path):
     import onnx
     import onnxruntime as ort
 
-    from readout_export.build import _calibration
-    from readout_export.mixed import int8_units, restore_float
-    from readout_export.quantize import quantize_static_openvino
+    from readout_export.targets import calibration_feeds
+    from readout_export.targets.mixed import int8_units, restore_float
+    from readout_export.targets.quantize import quantize_static_openvino
     from readout_sdk.artifact import open_artifact
 
     _, art_dir = budgeted
     art = open_artifact(art_dir)
     fp32_path = art_dir / "model.onnx-fp32.onnx"
-    feeds = _calibration(art.record, art_dir)
+    feeds = calibration_feeds(art.record, art_dir)
     quantize_static_openvino(fp32_path, tmp_path / "q.onnx", feeds[:32], keep_narrowing=False)
     q, fp32 = onnx.load(str(tmp_path / "q.onnx")), onnx.load(str(fp32_path))
     units = int8_units(q, fp32)
@@ -153,7 +153,7 @@ def test_budget_nothing_keeps_fails_naming_the_best(tmp_path):
 @pytest.mark.parametrize("target, where, words", [
     ({"format": "onnx", "precision": "auto"}, "$.targets[0].budget", "needs a budget"),
     ({"format": "onnx", "precision": "int8", "budget": {"min_cosine": 0.99}}, "$.targets[0].budget",
-     "applies to precision 'auto' only"),
+     "budget applies to onnx auto targets only"),
     ({"format": "onnx", "precision": "auto", "budget": {"min_cosin": 0.99}}, "$.targets[0].budget.min_cosin",
      "did you mean 'min_cosine'"),
     ({"format": "onnx", "precision": "auto", "budget": {"min_cosine": 1.5}}, "$.targets[0].budget.min_cosine", ""),
@@ -174,7 +174,7 @@ def test_budget_manifest_errors(tmp_path, target, where, words):
 def test_the_search_corpus_reaches_the_parity_corpus_shortest_texts_and_shares_none():
     """int8 loses the most on the parity corpus's 1-3 word texts ('a', 'Hello'); a search corpus that
     started at 5 words rated int8 mixes 0.005-0.011 min cosine kinder than the proof then found them."""
-    from readout_export.budget import SEARCH_ITEMS, search_corpus
+    from readout_export.targets.budget_search import SEARCH_ITEMS, search_corpus
     from readout_parity.corpus import default_corpus
     from readout_sdk.families import REGISTRY
 

@@ -74,7 +74,7 @@ def test_bf16_is_refused_where_it_cannot_run(shared, monkeypatch):
 
 
 def test_openvino_int8_recipe_keeps_down_projections_and_parity(shared):
-    from readout_export.quantize import narrowing_matmuls
+    from readout_export.targets.quantize import narrowing_matmuls
 
     model, artifact = shared("embedding")
     fp32 = onnx.load(str(artifact / "model.onnx-fp32.onnx"), load_external_data=False)

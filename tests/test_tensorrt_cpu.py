@@ -39,7 +39,7 @@ gpu = pytest.mark.skipif(not (HAVE_TRT and _cuda()),
 
 
 def test_fp16_graph_keeps_fragile_ops_fp32_and_parity(shared):
-    from readout_export.fp16 import FP32_OPS
+    from readout_export.targets.fp16 import FP32_OPS
 
     model, artifact = shared("fp16")
     meta = json.loads((artifact / "readout.json").read_text())
@@ -186,7 +186,7 @@ def test_compile_scale_out_and_the_sdk_never_import_torch():
     import sys
 
     code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
-            "import readout_export.compile, readout_export.cli, readout_sdk.runners, readout_sdk.engine_file, "
+            "import readout_export.targets.compile, readout_export.cli, readout_sdk.runners, readout_sdk.engine_file, "
             "readout_parity.harness, readout_export.triton_repo, readout_export.scale_cli, readout_sdk.serve, "
             "readout_sdk.ray, readout_sdk.records, readout_sdk.triton_model; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -15,12 +15,13 @@ from readout_sdk.abi import family_spec, validate_record
 from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.lifecycle import derive_from
 from readout_sdk.staging import place, staged
+from readout_sdk.targets import FP32_GRAPH, Target
 
 from readout_export.destination import check_destination
 from readout_export.errors import ManifestError
 from readout_export.manifest import load_manifest
 from readout_export.plan import Plan
-from readout_export.resolve import resolve, target_name
+from readout_export.resolve import resolve
 
 Progress = Callable[[str], None]
 
@@ -31,7 +32,7 @@ class BuildResult:
 
     output_dir: Path
     record: dict[str, Any]
-    targets: list[dict[str, str]]
+    targets: list[dict[str, Any]]
     max_abs_error: float
     seconds: float
     notes: list[str] = field(default_factory=list)
@@ -127,32 +128,11 @@ def assemble(plan: Plan, compact_rows: bool = True):
     return graph, core
 
 
-def _target_file(t: dict[str, str]) -> str:
-    """bf16 runs the fp32 graph at OpenVINO's bf16 inference precision, so it shares the fp32 file."""
-    if t["precision"] in ("fp32", "bf16"):
-        return "model.onnx-fp32.onnx"
-    return f"model.{target_name(t)}.onnx"
-
-
-def _calibration(record: dict[str, Any], staging: Path) -> list[dict[str, Any]]:
-    """Batch-1 feeds of a fixed mixed-length corpus, tokenized exactly as the SDK will."""
-    from readout_parity.corpus import mixed_corpus
-    from readout_sdk.batching import feed_for
-    from readout_sdk.families import Context
-    from readout_export.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
-
-    ctx = Context(record, staging / "tokenizer.json")
-    spec = family_spec(record["family"])
-    items = [spec.check_item(i, x) for i, x in enumerate(mixed_corpus(spec, CALIBRATION_ITEMS, CALIBRATION_SEED))]
-    return [feed_for(record, [part]) for parts in spec.encode(ctx, 0, items) for part in parts]
-
-
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
     from readout_export.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, example_inputs, export_onnx
-    from readout_export.fp16 import make_fp16_graph
-    from readout_export.quantize import CALIBRATION_ITEMS, quantize_dynamic_int8, quantize_static_openvino
+    from readout_export.targets import Production, produce
     from readout_export.architecture import describe
     from readout_export.tokenizer_io import save_tokenizer
     from readout_export.record import build_record, weights_digest
@@ -188,9 +168,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions())
     validate_record(record)
 
-    targets = []
-    worst = 0.0
-    fp32_name = "model.onnx-fp32.onnx"
+    listed: list[Target] = []
+    fp32_name = FP32_GRAPH
     step(f"exporting {fp32_name} (opset {plan.opset})")
     export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
     step(f"checking {fp32_name} against eager PyTorch")
@@ -198,34 +177,21 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     batch = "x".join(str(d) for d in inputs["input_ids"].shape[:-1])
     step(f"  matches eager PyTorch: max abs difference {worst:.2g} on a batch of {batch} real texts "
          f"(limit {EXPORT_TOLERANCE:g}; the parity harness checks every target on the full grid)")
+    production = Production(staging, record, step)
     pending = []
     for t in plan.targets:
-        if t["precision"] == "auto":  # searched and proven once the artifact can be opened (below)
+        if t.kind.searched:  # searched and proven once the artifact can be opened (below)
             continue
-        if t["format"] == "tensorrt":  # compiled on the machine that runs it: `readout-export compile`
-            pending.append({"target": target_name(t), "precision": t["precision"], "profile": t["profile"]})
-            step(f"{target_name(t)}: compile on the machine that will run it: readout-export compile "
-                 f"{plan.output_dir} --target {target_name(t)}")
+        if t.kind.compiled_on_device:  # compiled on the machine that runs it: `readout-export compile`
+            pending.append({"target": t.name, "precision": t.precision, "profile": t.profile})
+            step(f"{t.name}: compile on the machine that will run it: readout-export compile "
+                 f"{plan.output_dir} --target {t.name}")
             continue
-        name = _target_file(t)
-        if t["precision"] == "fp16":
-            step(f"converting {name} (fp16; LayerNorm, softmax, reductions and L2 kept fp32)")
-            kept = make_fp16_graph(staging / fp32_name, staging / name)
-            step(f"  {kept} nodes kept in fp32")
-        elif t["precision"] == "int8" and t["runtime"] == "onnxruntime":
-            step(f"quantizing {name} (dynamic int8, per-channel weights, {t['isa']}; the parity harness gates it)")
-            quantize_dynamic_int8(staging / fp32_name, staging / name, t["isa"])
-        elif t["precision"] == "int8":
-            step(f"quantizing {name} (static int8 with NNCF, calibrated on {CALIBRATION_ITEMS} built-in texts)")
-            kept = quantize_static_openvino(staging / fp32_name, staging / name, _calibration(record, staging))
-            step(f"  {kept} narrowing MatMul/Gemm nodes kept in higher precision")
-        if name != fp32_name:
-            check_runs(staging / name, inputs, [o.name for o in outputs])
-        entry = {"format": t["format"], "precision": t["precision"], "file": name,
-                 "sha256": sha256_file(staging / name), "runtime": t["runtime"]}
-        if "isa" in t:
-            entry["isa"] = t["isa"]
-        targets.append(entry)
+        made = produce(production, t)
+        if made.file != fp32_name:
+            check_runs(staging / made.file, inputs, [o.name for o in outputs])
+        listed.append(made)
+    targets = [t.listing() for t in listed]
     meta = {
         "abi": record,
         "targets": targets,
@@ -241,10 +207,10 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
     write_meta(staging, meta)
     for t in plan.targets:
-        if t["precision"] == "auto":
-            from readout_export.budgeted import build_budgeted
+        if t.kind.searched:
+            from readout_export.targets.budgeted import build_budgeted
 
-            build_budgeted(plan, t, staging, fp32_name, meta, _calibration(record, staging), step)
+            build_budgeted(plan, t, staging, fp32_name, meta, production.calibration(), step)
             write_meta(staging, meta)
     if not any(t["file"] == fp32_name for t in targets):
         (staging / fp32_name).unlink()

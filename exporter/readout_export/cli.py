@@ -73,7 +73,8 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
     summary = {"ok": True, "family": plan.family, "model": str(plan.source.root), "max_length": plan.max_length,
                "pooling": plan.pooling, "rows": plan.rows, "normalize": plan.normalize,
                "projection": [asdict(d) | {"path": str(d.path)} for d in plan.dense], "labels": plan.labels,
-               "thresholds": plan.thresholds, "score_type": plan.score_type, "targets": plan.targets,
+               "thresholds": plan.thresholds, "score_type": plan.score_type,
+               "targets": [t.manifest_entry() for t in plan.targets],
                "min_parity": plan.min_parity,
                "output_dir": str(plan.output_dir), "notes": plan.notes}
     if as_json:
@@ -231,7 +232,7 @@ def compile_(artifact: str, target: str, no_parity: bool, debug: bool) -> None:
     """
     import importlib.util
 
-    from readout_export.compile import compile_engine
+    from readout_export.targets.compile import compile_engine
 
     say = lambda m: click.echo(f"  {m}", err=True)  # noqa: E731
     entry = run_command(debug, False, lambda: compile_engine(artifact, target, say))

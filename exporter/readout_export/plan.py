@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.targets import Target
+
 from readout_export.errors import ManifestError
 from readout_export.manifest import Manifest
 from readout_export.source import DenseSpec, ModelSource
@@ -29,7 +31,7 @@ class Plan:
     score_type: str | None = None
     null_policy: str | None = None
     stride: int | None = None
-    targets: list[dict[str, str]] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
     opset: int = 18
     notes: list[str] = field(default_factory=list)
     tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known

@@ -13,8 +13,9 @@ from typing import Any
 
 from readout_sdk.abi import family_spec
 from readout_sdk.agreement import out_of_range
-from readout_sdk.artifact import TENSORRT_SOURCE, default_runtime
-from readout_sdk.artifact import target_name as _name
+from readout_sdk.targets import KINDS, Target, kind_of, onnx_source
+from readout_sdk.targets import target_name as _name
+from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
 from readout_export.family_hooks import readout_hook
@@ -25,12 +26,6 @@ from readout_export.source import ModelSource, config_int, read_source
 
 # Models whose position table is offset by padding_idx + 1 (positions start after the pad id).
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
-# (format, precision, runtime). bf16 is the fp32 graph run with OpenVINO's bf16 inference precision (ONNX
-# Runtime has no bf16 CPU kernels); int8 has one recipe per runtime (see quantize.py).
-SUPPORTED_TARGETS = {("onnx", "fp32", "onnxruntime"), ("onnx", "auto", "openvino"), ("onnx", "int8", "onnxruntime"), ("onnx", "int8", "openvino"),
-                     ("onnx", "bf16", "openvino"), ("onnx", "fp16", "onnxruntime"),
-                     ("tensorrt", "fp32", "tensorrt"), ("tensorrt", "fp16", "tensorrt"), ("tensorrt", "bf16", "tensorrt"),
-                     ("tensorrt", "int8", "tensorrt")}
 GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
 
 
@@ -220,66 +215,84 @@ def _resolve_max_length(plan: Plan, stated: int | None) -> None:
     plan.max_length = int(value)
 
 
-def _resolve_targets(plan: Plan, targets: list[dict[str, str]] | None) -> None:
-    targets = targets or [{"format": "onnx", "precision": "fp32"}]
-    seen = set()
-    resolved = []
-    for i, t in enumerate(targets):
-        t = dict(t)
-        t.setdefault("runtime", default_runtime(t["format"], t["precision"]))
-        key = (t["format"], t["precision"], t["runtime"])
-        name = target_name(t)
-        if key in seen:
-            raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
-        seen.add(key)
-        if key not in SUPPORTED_TARGETS:
+def _resolve_targets(plan: Plan, stated: list[dict[str, Any]] | None) -> None:
+    """The manifest's targets as `Target`s of known kinds, each checked against what its kind takes; then
+    the ONNX graphs the device-compiled kinds are compiled from (and the fp32 graph, their torch-free
+    parity reference), added where the manifest does not list them."""
+    stated = stated or [{"format": "onnx", "precision": "fp32"}]
+    resolved: list[Target] = []
+    for i, entry in enumerate(stated):
+        kind = kind_of(entry["format"], entry["precision"], entry.get("runtime"))
+        name = _name(entry["format"], entry["precision"], entry.get("runtime"))
+        if kind is None:
             raise ManifestError(f"$.targets[{i}]", f"{name} is not built by this release (supported: "
-                                                   f"{', '.join(sorted(target_name(dict(zip(('format', 'precision', 'runtime'), k))) for k in SUPPORTED_TARGETS))})")
-        if "isa" in t and (t["precision"] != "int8" or t["format"] != "onnx"):
-            raise ManifestError(f"$.targets[{i}].isa", "isa applies to onnx int8 targets only")
-        if (t["precision"] == "auto") != ("budget" in t):
-            raise ManifestError(f"$.targets[{i}].budget",
-                                "precision 'auto' needs a budget, e.g. {\"min_cosine\": 0.999}" if "budget" not in t
-                                else "budget applies to precision 'auto' only")
-        if "budget" in t:
-            _check_metrics(plan.family, t["budget"], f"$.targets[{i}].budget")
-        if "profile" in t and t["format"] != "tensorrt":
-            raise ManifestError(f"$.targets[{i}].profile", "profile applies to tensorrt targets only")
-        if t["format"] == "tensorrt":
-            from readout_sdk.profiles import derive_profile
-
-            try:
-                t["profile"] = derive_profile(t.get("profile"), plan.max_length, plan.family).to_json()
-            except ValueError as e:
-                raise ManifestError(f"$.targets[{i}].{str(e).split(':')[0]}", str(e).split(": ", 1)[1]) from None
-        if t["precision"] == "int8" and t["format"] == "onnx":
-            t.setdefault("isa", "avx512-vnni")
-            if t["runtime"] == "openvino" and t["isa"] == "arm64":
-                raise ManifestError(f"$.targets[{i}].isa", "arm64 (Jetson's CPU) takes the onnxruntime int8 recipe; "
-                                                           "drop runtime or set it to onnxruntime")
-        resolved.append(t)
-    # each engine's ONNX source is built too, and the fp32 graph (the torch-free parity reference on the device)
-    for t in [t for t in resolved if t["format"] == "tensorrt"]:
-        for precision, runtime in (TENSORRT_SOURCE[t["precision"]], ("fp32", "onnxruntime")):
-            if not any(s["format"] == "onnx" and (s["precision"], s["runtime"]) == (precision, runtime)
-                       for s in resolved):
-                source = {"format": "onnx", "precision": precision, "runtime": runtime}
-                if precision == "int8":
-                    source["isa"] = "avx512-vnni"
-                resolved.append(source)
+                                                   f"{', '.join(sorted(KINDS))})")
+        if any(t.kind == kind for t in resolved):
+            raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
+        resolved.append(_resolve_target(plan, i, entry, kind))
+    for t in [t for t in resolved if t.kind.tensorrt_source]:
+        for source in (onnx_source(t.kind), KINDS["onnx-fp32"]):
+            if not any(s.kind == source for s in resolved):
+                resolved.append(Target.from_manifest({"format": source.format, "precision": source.precision,
+                                                      "runtime": source.runtime,
+                                                      **({"isa": source.isas[0]} if source.isas else {})}))
     for i, t in enumerate(resolved):
-        if t["precision"] == "auto" and importlib.util.find_spec("nncf") is None:
-            raise ManifestError(f"$.targets[{i}]", "precision 'auto' searches NNCF int8 graphs on OpenVINO, which are "
-                                                   "not installed: pip install 'readout-export[openvino]'")
-        if t["runtime"] == "openvino" and t["precision"] == "int8" and importlib.util.find_spec("nncf") is None:
-            where = f"$.targets[{i}]" if i < len(targets) else "$.targets"
-            raise ManifestError(where, "onnx-int8-openvino (also the source of tensorrt-int8) is calibrated with "
-                                       "NNCF, which is not installed: pip install 'readout-export[openvino]'")
+        missing = [m for m in t.kind.needs if importlib.util.find_spec(m) is None]
+        if missing:
+            where = f"$.targets[{i}]" if i < len(stated) else "$.targets"
+            source = "" if i < len(stated) else " (the source of a tensorrt target)"
+            raise ManifestError(where, f"{t.name}{source} is built with {', '.join(missing)}, which is not installed: "
+                                       "pip install 'readout-export[openvino]'")
     plan.targets = resolved
 
 
-def target_name(t: dict[str, str]) -> str:
+def _owners(field: str) -> str:
+    """The kinds that take a manifest field, as a person says it: a whole format ('tensorrt'), a format and
+    precision ('onnx int8'), or their names."""
+    owners = {k for k in KINDS.values() if field in k.manifest_fields}
+    for group in ([(k.format,) for k in owners], [(k.format, k.precision) for k in owners]):
+        if len(set(group)) == 1 and owners == {k for k in KINDS.values() if (k.format, k.precision)[:len(group[0])]
+                                                == group[0]}:
+            return " ".join(group[0])
+    return " / ".join(sorted(k.name for k in owners))
+
+
+_FIELD_OWNERS = {f: _owners(f) for f in MANIFEST_FIELDS}
+
+
+def _resolve_target(plan: Plan, i: int, entry: dict[str, Any], kind: Any) -> Target:
+    """One manifest target, checked against its kind: the fields it takes (isa, budget, profile), the
+    ones it needs, and each field's value."""
+    for f in MANIFEST_FIELDS:
+        if f in entry and f not in kind.manifest_fields:
+            raise ManifestError(f"$.targets[{i}].{f}", f"{f} applies to {_FIELD_OWNERS[f]} targets only")
+    if "budget" in kind.manifest_fields and "budget" not in entry:
+        raise ManifestError(f"$.targets[{i}].budget", f"{kind.name} needs a budget, e.g. {{\"min_cosine\": 0.999}}")
+    fields: dict[str, Any] = {}
+    if "budget" in entry:
+        _check_metrics(plan.family, entry["budget"], f"$.targets[{i}].budget")
+        fields["budget"] = {m: float(v) for m, v in entry["budget"].items()}
+    if "profile" in kind.manifest_fields:
+        from readout_sdk.profiles import derive_profile
+
+        try:
+            fields["profile"] = derive_profile(entry.get("profile"), plan.max_length, plan.family).to_json()
+        except ValueError as e:
+            raise ManifestError(f"$.targets[{i}].{str(e).split(':')[0]}", str(e).split(": ", 1)[1]) from None
+    if kind.isas:
+        isa = entry.get("isa", kind.isas[0])
+        if isa not in kind.isas:
+            takes = " / ".join(f"{k.runtime} {k.precision}" for k in KINDS.values() if isa in k.isas)
+            raise ManifestError(f"$.targets[{i}].isa", f"{isa} takes the {takes} recipe; {kind.name} tunes for "
+                                                       f"{', '.join(kind.isas)}: drop runtime or the isa")
+        fields["isa"] = isa
+    return Target(kind.format, kind.precision, kind.file, "", kind.runtime, **fields)
+
+
+def target_name(t: Target | dict[str, Any]) -> str:
     """The artifact's name for a manifest target (the SDK's rule)."""
+    if isinstance(t, Target):
+        return t.name
     return _name(t["format"], t["precision"], t.get("runtime"))
 
 

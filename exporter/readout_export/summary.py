@@ -56,13 +56,13 @@ def summarize(art: Artifact) -> str:
                      f"{evaluation.get('gates')} gates, verdict {evaluation.get('verdict')} (see {evaluation['file']})")
     for t in art.targets:
         runs = "/".join(t.backends)
-        extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.format == "tensorrt" else ""
+        extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.kind.compiled_on_device else ""
         lines.append(f"  target     {t.name:<19} {t.file}  sha256 {t.sha256[:16]}…  (runs on {runs}{extra})")
         if t.recipe:  # a budgeted target: what it keeps, what was chosen, where it was tuned
             r = t.recipe
-            from readout_sdk.backend import _floor_text
+            from readout_sdk.backend import floor_text
 
-            budget = _floor_text(r["budget"])
+            budget = floor_text(r["budget"])
             lines.append(f"             budget {budget}: {r.get('chosen')} (proof {(r.get('proof') or {}).get('decision')}, "
                          f"{len((r.get('search') or {}).get('frontier', []))} candidates measured on {r.get('tuned_on')})")
     for p in art.extra.get("compile", []):

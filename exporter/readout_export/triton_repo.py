@@ -80,7 +80,7 @@ def pick_target(art: Artifact, name: str | None) -> Target:
                               f"--target {name}` on the GPU that will serve it, then write the repository")
     if target is None:
         raise TritonRepoError(f"the artifact has no target {name!r} (it has: {', '.join(t.name for t in art.targets)})")
-    if target.format == "onnx" and "onnxruntime" not in target.backends:
+    if target.kind.triton_platform is None:
         raise TritonRepoError(f"{name} runs on {', '.join(target.backends)}, not on Triton's ONNX Runtime backend; "
                               "pick an ONNX Runtime target (onnx-fp32, onnx-int8, onnx-fp16)")
     return target
@@ -91,7 +91,7 @@ def graph_config(art: Artifact, target: Target, model: str, max_batch: int) -> A
     pb, _ = _pb()
     record = art.record
     cfg = pb.ModelConfig(name=model, max_batch_size=max_batch,
-                         platform="tensorrt_plan" if target.format == "tensorrt" else "onnxruntime_onnx")
+                         platform=target.kind.triton_platform)
     for spec in record["inputs"]:
         cfg.input.add(name=spec["name"], data_type=getattr(pb, DTYPES[spec["dtype"]]), dims=[-1] * (len(spec["axes"]) - 1))
     for spec in record["outputs"]:
@@ -104,7 +104,7 @@ def graph_config(art: Artifact, target: Target, model: str, max_batch: int) -> A
         opt = Profile.from_json(target.profile).batch[1]
         batcher.preferred_batch_size.append(min(opt, max_batch))
     built = {"readout.tensorrt": target.tensorrt or "", "readout.compute_capability": target.compute_capability or "",
-             "readout.gpu": target.gpu or ""} if target.format == "tensorrt" else {}
+             "readout.gpu": target.gpu or ""} if target.kind.compiled_on_device else {}
     _parameters(cfg, {ABI_PARAMETER: json.dumps(record, sort_keys=True), ABI_SHA_PARAMETER: abi_sha256(record),
                       TARGET_PARAMETER: target.name, RELEASE_PARAMETER: release_id(record), **built})
     return cfg
@@ -155,7 +155,7 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
         raise TritonRepoError(f"{root} exists and is not a directory")
 
     def graph_files(version: Path) -> None:
-        if picked.format == "tensorrt":  # Triton takes the raw plan; the header's sha256 is checked on read
+        if picked.kind.compiled_on_device:  # Triton takes the raw plan; the header's sha256 is checked on read
             write_atomic(version / "model.plan", read_engine(art.path / picked.file).plan)
         else:
             shutil.copyfile(art.path / picked.file, version / "model.onnx")
@@ -176,7 +176,7 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
         _assemble(staging / name, text_config(art, picked, name, graph, DEFAULT_MAX_BATCH, max_batch), text_files,
                   text_format)
         _swap_in(staging, root, (graph, name))
-    return TritonRepo(root, name, graph, "tensorrt_plan" if picked.format == "tensorrt" else "onnxruntime_onnx",
+    return TritonRepo(root, name, graph, picked.kind.triton_platform,
                       picked.name, max_batch)
 
 

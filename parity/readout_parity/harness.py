@@ -17,10 +17,11 @@ import numpy as np
 
 from readout_sdk.artifact import Artifact, open_artifact
 from readout_sdk.backend import machine_id
-from readout_sdk.batching import SIDES, Prepared, feed_for, split_rows
+from readout_sdk.batching import SIDES, Prepared, feed_for, regroup, split_rows
 from readout_sdk.errors import DeviceUnavailable
 from readout_sdk.families import Context, Family, get
 from readout_sdk.runners import Runner
+from readout_sdk.targets import ways_to_run
 
 from readout_parity.checks import Check, decide, not_evaluated, target_budgets
 from readout_parity.corpus import default_corpus, load_corpus
@@ -73,9 +74,9 @@ class Report:
 
 def onnx_reference(art: Artifact) -> Reference:
     """The artifact's onnx-fp32 graph on ONNX Runtime's CPU: the reference a machine without PyTorch has."""
-    from readout_sdk.runners import OrtRunner
+    from readout_sdk.targets import open_runner
 
-    return Reference(OrtRunner(art.path / art.target("onnx", "fp32").file, ["CPUExecutionProvider"]), REFERENCE_ONNX)
+    return Reference(open_runner(art.path, art.target("onnx", "fp32"), "onnxruntime", "cpu"), REFERENCE_ONNX)
 
 
 def run_units(runner: Runner, record: dict[str, Any], units: Sequence[Prepared], side: str,
@@ -100,63 +101,6 @@ def _runs(chunk: list[Prepared]) -> list[list[Prepared]]:
         else:
             runs.append([u])
     return runs
-
-
-def _regroup(flat: list[dict[str, np.ndarray]], groups: list[list[Prepared]]) -> list[list[dict[str, np.ndarray]]]:
-    out, k = [], 0
-    for g in groups:
-        out.append(flat[k:k + len(g)])
-        k += len(g)
-    return out
-
-
-def _providers() -> list[str]:
-    import onnxruntime as ort
-
-    return ort.get_available_providers()
-
-
-def _executions(art: Artifact, target: Any, available: list[str]) -> list[tuple[str, Any]]:
-    """(provider label, runner factory or the reason it cannot run here) for every way the SDK can run
-    ``target``: ONNX Runtime on CPU and CUDA, OpenVINO on the CPU, TensorRT."""
-    from readout_sdk.backend import installed
-    from readout_sdk.runners import OPENVINO_EXTRA, OpenVINORunner, OrtRunner, cpu_has_bf16, target_precision
-
-    path = art.path / target.file
-    out: list[tuple[str, Any]] = []
-    for backend in target.backends:
-        if backend == "onnxruntime":
-            for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
-                if provider in available:
-                    out.append((provider, lambda p=provider: OrtRunner(path, [p])))
-                else:
-                    out.append((provider, "no CUDA device (onnxruntime-gpu not installed)"))
-        elif backend == "tensorrt":
-            out.append(("TensorRT", _tensorrt_factory(art, target)))
-        elif not installed("openvino"):
-            out.append(("OpenVINO:CPU", f"OpenVINO is not installed ({OPENVINO_EXTRA})"))
-        else:
-            bf16 = cpu_has_bf16()
-            if target.precision == "bf16" and not bf16:
-                out.append(("OpenVINO:CPU", "this CPU has no native bf16 (avx512-bf16 or AMX)"))
-                continue
-            out.append(("OpenVINO:CPU", lambda p=target_precision(target): OpenVINORunner(path, p)))
-    return out
-
-
-def _tensorrt_factory(art: Artifact, target: Any) -> Any:
-    """A TensorRT runner factory, or the reason it cannot run here."""
-    from readout_sdk.backend import installed
-
-    if not installed("tensorrt"):
-        return "TensorRT is not installed on this machine"
-    import onnxruntime as ort
-
-    if "CUDAExecutionProvider" not in ort.get_available_providers() and not installed("cuda"):
-        return "no CUDA device"
-    from readout_sdk.runners import TensorRTRunner
-
-    return lambda: TensorRTRunner(art.path / target.file, art.record, str(art.path))
 
 
 def _worst(worst: dict[str, tuple[float, str]], metrics: dict[str, float], where: str) -> None:
@@ -188,16 +132,18 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     reference = reference or onnx_reference(art)
     try:
         say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
-        ref = _regroup(run_units(reference.runner, record, units, "right", 1), groups)
+        ref = regroup(run_units(reference.runner, record, units, "right", 1), groups)
         ref_decided = fam.decisions(ctx, items, ref, groups)  # once; every grid cell compares with it
         overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
-        available = _providers()
+        import onnxruntime as ort
+
+        available = ort.get_available_providers()
         targets = [t for t in art.targets if only is None or t.name in only]
         for target in targets:
             tname = target.name
-            for provider, make in _executions(art, target, available):
+            for provider, make in ways_to_run(art.path, target, record):
                 if isinstance(make, str):
                     checks.append(not_evaluated(tname, provider, make))
                     continue
@@ -211,7 +157,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                     for side in SIDES:
                         for width in widths:
                             say(f"{tname} on {provider}: {side} padding, batch {width}")
-                            got = _regroup(run_units(runner, record, units, side, width), groups)
+                            got = regroup(run_units(runner, record, units, side, width), groups)
                             _worst(worst, fam.metrics(ctx, items, got, ref, groups, ref_decided),
                                    f"{side} padding, batch {width}")
                 finally:
@@ -234,7 +180,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                                             f"compile {art.path} --target {pending['target']}` on the machine that "
                                             "will run it"))
         for label, runner in reference.informative:  # reported, never gated
-            got = _regroup(run_units(runner, record, units, "left", 7), groups)
+            got = regroup(run_units(runner, record, units, "left", 7), groups)
             for metric, value in fam.metrics(ctx, items, got, ref, groups, ref_decided).items():
                 measurements.append({"target": label, "provider": runner.backend, "metric": metric,
                                      "measured": value, "worst_case": "left padding, batch 7", "gated": False})

@@ -18,64 +18,14 @@ from readout_sdk.errors import first_line
 from readout_sdk.jsonl import loads
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
+from readout_sdk.targets.kinds import kind_of, target_name  # noqa: F401  (target_name: public here too)
+from readout_sdk.targets.target import Target
 
 ARTIFACT_FILE = "readout.json"
 
 
 class ArtifactError(RuntimeError):
     """An artifact that cannot be trusted or read."""
-
-
-DEFAULT_RUNTIME = {"bf16": "openvino", "auto": "openvino"}
-# the ONNX graph (precision, runtime) each TensorRT precision is compiled from
-TENSORRT_SOURCE = {"fp32": ("fp32", "onnxruntime"), "bf16": ("fp32", "onnxruntime"), "fp16": ("fp16", "onnxruntime"),
-                   "int8": ("int8", "openvino")}
-
-
-def default_runtime(fmt: str, precision: str) -> str:
-    """The runtime a target is prepared for when the manifest does not say."""
-    return "tensorrt" if fmt == "tensorrt" else DEFAULT_RUNTIME.get(precision, "onnxruntime")
-
-
-def target_name(fmt: str, precision: str, runtime: str | None = None) -> str:
-    """format-precision, plus the runtime where it is not the default (onnx-int8-openvino)."""
-    default = default_runtime(fmt, precision)
-    return f"{fmt}-{precision}" + ("" if (runtime or default) == default else f"-{runtime}")
-# which CPU runtimes can execute a target's graph: bf16 is OpenVINO's bf16 inference precision on the fp32
-# graph; the dynamic int8 graph uses ONNX Runtime's integer ops; a QDQ int8 graph runs on both.
-RUNS_ON = {("fp32", "onnxruntime"): ("onnxruntime", "openvino"), ("int8", "onnxruntime"): ("onnxruntime",),
-           ("int8", "openvino"): ("openvino", "onnxruntime"), ("bf16", "openvino"): ("openvino",),
-           ("fp16", "onnxruntime"): ("onnxruntime",),
-           ("auto", "openvino"): ("openvino",)}  # budgeted: tuned and proven on OpenVINO (its recipe says how)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One compiled graph of the artifact (``runtime``: the runtime its graph was prepared for)."""
-
-    format: str
-    precision: str
-    file: str
-    sha256: str
-    runtime: str = "onnxruntime"
-    isa: str | None = None
-    profile: dict[str, Any] | None = None          # tensorrt: the optimization profile
-    tensorrt: str | None = None                    # tensorrt: version the plan was built with
-    compute_capability: str | None = None          # tensorrt: GPU the plan was built for
-    gpu: str | None = None
-    recipe: dict[str, Any] | None = field(default=None, hash=False, compare=False)  # precision auto: how it was chosen
-
-    @property
-    def name(self) -> str:
-        """format-precision, plus the runtime where it is not the precision's default (onnx-int8-openvino)."""
-        return target_name(self.format, self.precision, self.runtime)
-
-    @property
-    def backends(self) -> tuple[str, ...]:
-        """The SDK backends that can run this target, preferred first."""
-        if self.format == "tensorrt":
-            return ("tensorrt",)
-        return RUNS_ON.get((self.precision, self.runtime), ("onnxruntime",))
 
 
 @dataclass(frozen=True)
@@ -104,10 +54,12 @@ class Artifact:
         """target name -> sha256 of its graph file: what kept parity evidence must match."""
         return {t.name: t.sha256 for t in self.targets}
 
-    def target(self, fmt: str, precision: str) -> Target:
-        """Return the target of this format and precision or raise naming what exists."""
+    def target(self, fmt: str, precision: str, runtime: str | None = None) -> Target:
+        """Return the target of this format and precision (and runtime, default: the precision's default)
+        or raise naming what exists."""
+        want = kind_of(fmt, precision, runtime)
         for t in self.targets:
-            if t.format == fmt and t.precision == precision:
+            if want is not None and t.kind == want:
                 return t
         have = ", ".join(t.name for t in self.targets)
         raise ArtifactError(f"artifact has no {fmt}-{precision} target (it has: {have})")
@@ -245,8 +197,7 @@ def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> 
         raise ArtifactError(f"{meta_path}: {e}") from None
     targets = tuple(Target(**t) for t in meta["targets"])
     for i, t in enumerate(targets):
-        ok = t.runtime == "tensorrt" if t.format == "tensorrt" else (t.precision, t.runtime) in RUNS_ON
-        if not ok:
+        if kind_of(t.format, t.precision, t.runtime) is None:
             raise ArtifactError(f"{meta_path} $.targets[{i}]: no {t.format} target is {t.precision} prepared for "
                                 f"{t.runtime}")
     try:
@@ -274,7 +225,7 @@ def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> 
             member(root, t.file)
             continue
         graph = _verify_hash(root, t.file, t.sha256)
-        if check_graphs and t.format == "onnx":
+        if check_graphs and t.kind.onnx:
             embedded = read_onnx_record(graph)
             if not graph_record_matches(record, embedded):
                 raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
@@ -294,7 +245,7 @@ def unlisted(art: Artifact) -> dict[str, str]:
     known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
     for t in art.targets:
         known.add(t.file)
-        if t.format == "tensorrt":  # the raw plan `compile` writes beside its engine
+        if t.kind.compiled_on_device:  # the raw plan `compile` writes beside its engine
             known.add(str(Path(t.file).with_suffix(".plan")))
     out: dict[str, str] = {}
     for key, name in KEPT_FILES.items():

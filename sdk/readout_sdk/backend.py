@@ -1,4 +1,5 @@
-"""Choosing what runs: target x backend (ONNX Runtime on CPU/CUDA/TensorRT providers, OpenVINO on CPU)."""
+"""Choosing what runs: target x backend, from what the registry (`readout_sdk.targets`) says each target
+kind and backend is, the device asked for and the artifact's kept evidence."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,74 +8,8 @@ from typing import Any, Mapping
 
 from readout_sdk.errors import DeviceUnavailable
 
-PRECISION_ORDER = ("fp32", "bf16", "fp16", "int8", "auto")  # most precise first (auto: whatever its budget keeps)
-GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
-MAX_PROFILE_BATCH = 256
-
-
-def tensorrt_options(record: dict, cache_dir: Path) -> dict:
-    """ONNX Runtime TensorRT provider options: one shape profile over [1..256] x [1..max_length] and an
-    engine cache, so padded batches of new shapes do not rebuild engines. fp32 (no fp16 flag)."""
-    seq = int(record["input"]["max_length"])
-    lead = "1x1x" if "choices" in record["inputs"][0]["axes"] else ""
-    names = [i["name"] for i in record["inputs"]]
-
-    def shapes(b: int, s: int) -> str:
-        return ",".join(f"{n}:{b}x{lead}{s}" for n in names)
-
-    return {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache_dir),
-            "trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(32, min(128, seq)),
-            "trt_profile_max_shapes": shapes(MAX_PROFILE_BATCH, seq)}
-
-
-def providers_for(device: str, record: dict | None = None, cache_dir: Path | None = None) -> list:
-    """ONNX Runtime providers for ``device`` ("cpu", "cuda" or "auto"), or a clear refusal.
-
-    Where onnxruntime-gpu offers them: TensorRT (configured with a shape profile and an engine cache),
-    then CUDA, then the CPU for any node they do not take.
-    """
-    import onnxruntime as ort
-
-    available = ort.get_available_providers()
-    gpu: list = []
-    for p in GPU_PROVIDERS:
-        if p not in available:
-            continue
-        if p == "TensorrtExecutionProvider":
-            if record is None or cache_dir is None:
-                continue
-            gpu.append((p, tensorrt_options(record, cache_dir)))
-        else:
-            gpu.append(p)
-    if device == "cpu":
-        return ["CPUExecutionProvider"]
-    if device == "cuda":
-        if not gpu:
-            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
-                                    f"this machine offers: {', '.join(available)}")
-        return gpu + ["CPUExecutionProvider"]
-    if device == "auto":
-        return gpu + ["CPUExecutionProvider"]
-    raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
-
-
-BACKENDS = ("onnxruntime", "openvino", "tensorrt")
-
-
-def installed(backend: str) -> bool:
-    """Whether a backend's runtime can be imported here (without importing it); TensorRT also needs
-    Polygraphy and cuda-python."""
-    import importlib.util
-
-    modules = ("tensorrt", "polygraphy", "cuda") if backend == "tensorrt" else (backend,)
-    return all(importlib.util.find_spec(m) is not None for m in modules)
-
-
-def gpu_available() -> bool:
-    """Whether ONNX Runtime offers a GPU provider here."""
-    import onnxruntime as ort
-
-    return any(p in ort.get_available_providers() for p in GPU_PROVIDERS)
+from readout_sdk.targets.backends import BACKENDS, installed
+from readout_sdk.targets.kinds import precision_rank
 
 
 def machine_id() -> str:
@@ -126,7 +61,7 @@ def meets(worst: dict[str, float], floor: dict[str, float]) -> bool:
     return True
 
 
-def _floor_text(floor: dict[str, float]) -> str:
+def floor_text(floor: dict[str, float]) -> str:
     return ", ".join(f"{m} {'<=' if m.endswith('error') else '>='} {v:g}" for m, v in floor.items())
 
 
@@ -139,21 +74,21 @@ def _candidates(targets, precision: str | None, backend: str, device: str,
         if precision is not None and t.precision != precision:
             continue
         for b in t.backends:
+            spec = BACKENDS[b]
             if backend != "auto" and b != backend:
                 continue
-            if device == "cuda" and b == "openvino":
+            if device != "auto" and not spec.runs_on(device):
                 continue
-            if b == "tensorrt" and (device == "cpu" or (device != "cuda" and backend != "tensorrt" and name is None)):
-                continue  # engines run on the GPU: only when asked for, never on device "cpu"
+            if spec.compiled and device != "cuda" and backend != b and name is None:
+                continue  # engines run on one GPU: on device "auto" only when asked for by backend or name
             pairs.append((t, b))
     return pairs
 
 
 def _default_rank(pair: tuple[Any, str]) -> tuple[int, int, int, int]:
     t, b = pair
-    return (0 if b == "tensorrt" else 1,  # on a GPU, a compiled engine first
-            PRECISION_ORDER.index(t.precision) if t.precision in PRECISION_ORDER else 99,
-            0 if t.runtime == "onnxruntime" else 1, t.backends.index(b))
+    return (0 if BACKENDS[b].compiled else 1,  # on a GPU, a compiled engine first
+            precision_rank(t.precision), 0 if t.kind.default else 1, t.backends.index(b))
 
 
 def choose(targets, precision: str | None, device: str, backend: str = "auto",
@@ -163,10 +98,12 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     most precise target, unless the artifact declares a serving ``floor`` (``serving.min_parity``): then the
     fastest pair whose kept parity on this kind of machine meets it (``evidence``), the most precise pair
     where none is measured. A bench alone never changes the pick: only a declared floor lets it."""
-    if backend not in BACKENDS + ("auto",):
-        raise DeviceUnavailable(f"unknown backend {backend!r}; expected 'onnxruntime', 'openvino', 'tensorrt' or 'auto'")
-    if device == "cuda" and backend == "openvino":
-        raise DeviceUnavailable("backend 'openvino' runs on the CPU in this release; use device='cpu'")
+    if backend != "auto" and backend not in BACKENDS:
+        raise DeviceUnavailable(f"unknown backend {backend!r}; expected {', '.join(map(repr, BACKENDS))} or 'auto'")
+    if backend != "auto" and device != "auto" and not BACKENDS[backend].runs_on(device):
+        raise DeviceUnavailable(f"backend {backend!r} runs on device "
+                                f"{' or '.join(map(repr, BACKENDS[backend].devices))} in this release; "
+                                f"use device={BACKENDS[backend].devices[0]!r}")
     have = ", ".join(f"{t.name} ({'/'.join(t.backends) or 'no SDK backend'})" for t in targets)
     pairs = _candidates(targets, precision, backend, device, target)
     if not pairs:
@@ -183,7 +120,7 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
     runnable = [p for p in pairs if installed(p[1])]
     if not runnable:
         raise DeviceUnavailable(f"{pairs[0][0].name} runs on {pairs[0][1]}, which is not installed: "
-                                f"pip install 'readout-export[{pairs[0][1]}]'")
+                                f"{BACKENDS[pairs[0][1]].install}")
     explicit = precision is not None or target is not None or backend != "auto"
     best = min(runnable, key=_default_rank)
     if explicit:
@@ -199,10 +136,10 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
         worst = ev.parity.get(key, {})
         shown = ", ".join(f"{m} {worst[m]:.6g}" for m in floor if m in worst) or "the most precise target"
         return Selection(pick[0], pick[1], f"fastest target whose kept parity meets serving.min_parity "
-                                           f"({_floor_text(floor)}): {pick[0].name} on {pick[1]}, {shown} in "
+                                           f"({floor_text(floor)}): {pick[0].name} on {pick[1]}, {shown} in "
                                            f"parity.json, {ev.speed[key]:.0f} items/s in bench.json")
     return Selection(best[0], best[1], f"most precise target: no kept bench on this kind of machine ranks targets whose "
-                                       f"parity meets serving.min_parity ({_floor_text(floor)})")
+                                       f"parity meets serving.min_parity ({floor_text(floor)})")
 
 
 PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}

@@ -153,3 +153,12 @@ def run_sorted(prepared: Sequence[Prepared], batch_size: int, record: dict[str, 
             f.cancel()
         raise
     return results  # type: ignore[return-value]
+
+
+def regroup(flat: list[Any], groups: list[list[Prepared]]) -> list[list[Any]]:
+    """``flat`` (one entry per part, in order) cut back into one list per item of ``groups``."""
+    out, k = [], 0
+    for g in groups:
+        out.append(flat[k:k + len(g)])
+        k += len(g)
+    return out

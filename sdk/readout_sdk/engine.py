@@ -18,22 +18,21 @@ import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact, verify_target
-from readout_sdk.artifact import Target
 from readout_sdk.calibration import graph_record_matches
-from readout_sdk.backend import BACKENDS, choose, gpu_available, kept_evidence, providers_for
+from readout_sdk.backend import choose, kept_evidence
 from readout_sdk.arguments import items as check_items
 from readout_sdk.arguments import one_of, optional_positive_int, positive_int, text
 from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
-from readout_sdk.compiled_cache import tensorrt_cache_dir
 from readout_sdk.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
-from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner, target_precision
+from readout_sdk.runners import Runner, gpu_available
+from readout_sdk.targets import BACKENDS, PRECISIONS, Target, open_runner
+
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16", "fp16", "int8", "auto")
 DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see docs/sdk.md)
 CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
 DECIDE_RUN = 256  # items decided at once: a family's decoder pays its per-call cost once per run
@@ -69,7 +68,7 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     positive_int("max_batch_tokens", max_batch_tokens)
     art = open_artifact(path, check_graphs=False, graphs="present")  # the graph it runs is hashed below
     choice = select(art, device, precision, backend, target)
-    if choice.backend == "tensorrt" and backend == "auto" and target is None:
+    if BACKENDS[choice.backend].compiled and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
             return _load_with(art, choice, device, streams, max_batch_tokens, threads)
         except DeviceUnavailable as e:
@@ -94,7 +93,8 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
     picked = choice.target
     verify_target(art, picked)  # only the graph that runs is read: the others may be large and unused
     try:
-        runner = _runner(art, picked, choice.backend, device, streams, threads)
+        runner = open_runner(art.path, picked, choice.backend, device, record=art.record, streams=streams,
+                             threads=threads)
     except (SdkError, ArtifactError):
         raise
     except Exception as e:  # the runtime refuses a graph whose sha256 readout.json vouches for
@@ -121,22 +121,6 @@ def _json(name: str, text: str) -> Any:
         return json.loads(text)
     except ValueError:
         raise ArtifactError(f"{name}: the graph's embedded record is not valid JSON") from None
-
-
-def _runner(art: Artifact, picked: Target, backend: str, device: str, streams: int | None,
-            threads: int | None) -> Runner:
-    if backend == "openvino":
-        return OpenVINORunner(art.path / picked.file, target_precision(picked), streams, threads,
-                              graph_sha256=picked.sha256)
-    if backend == "tensorrt":
-        return TensorRTRunner(art.path / picked.file, art.record, str(art.path))
-    cache = tensorrt_cache_dir(picked.sha256)
-    runner = OrtRunner(art.path / picked.file, providers_for(device, art.record, cache), streams or 1, threads)
-    if device == "cuda" and runner.device == "cpu":
-        runner.close()
-        raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
-                                "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
-    return runner
 
 
 class Engine:

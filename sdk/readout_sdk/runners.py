@@ -43,6 +43,27 @@ class Runner(Protocol):
         """Release sessions, compiled models and device contexts."""
         ...
 
+    def __enter__(self) -> "Runner":
+        ...
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close the runner."""
+        ...
+
+
+class Lifecycle:
+    """The one lifecycle every runner shares (after Polygraphy's runners): ready when constructed, a
+    context manager, and ``close()`` safe to call twice."""
+
+    def close(self) -> None:  # pragma: no cover - each runner releases its own runtime
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 def physical_cores() -> int:
     """CPUs this process may use (affinity-aware)."""
@@ -52,7 +73,65 @@ def physical_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class OrtRunner:
+GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+MAX_PROFILE_BATCH = 256
+
+
+def tensorrt_options(record: dict, cache_dir: Path) -> dict:
+    """ONNX Runtime TensorRT provider options: one shape profile over [1..256] x [1..max_length] and an
+    engine cache, so padded batches of new shapes do not rebuild engines. fp32 (no fp16 flag)."""
+    seq = int(record["input"]["max_length"])
+    lead = "1x1x" if "choices" in record["inputs"][0]["axes"] else ""
+    names = [i["name"] for i in record["inputs"]]
+
+    def shapes(b: int, s: int) -> str:
+        return ",".join(f"{n}:{b}x{lead}{s}" for n in names)
+
+    return {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache_dir),
+            "trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(32, min(128, seq)),
+            "trt_profile_max_shapes": shapes(MAX_PROFILE_BATCH, seq)}
+
+
+def providers_for(device: str, record: dict | None = None, cache_dir: Path | None = None) -> list:
+    """ONNX Runtime providers for ``device`` ("cpu", "cuda" or "auto"), or a clear refusal.
+
+    Where onnxruntime-gpu offers them: TensorRT (configured with a shape profile and an engine cache),
+    then CUDA, then the CPU for any node they do not take.
+    """
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    gpu: list = []
+    for p in GPU_PROVIDERS:
+        if p not in available:
+            continue
+        if p == "TensorrtExecutionProvider":
+            if record is None or cache_dir is None:
+                continue
+            gpu.append((p, tensorrt_options(record, cache_dir)))
+        else:
+            gpu.append(p)
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    if device == "cuda":
+        if not gpu:
+            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
+                                    f"this machine offers: {', '.join(available)}")
+        return gpu + ["CPUExecutionProvider"]
+    if device == "auto":
+        return gpu + ["CPUExecutionProvider"]
+    raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
+
+
+def gpu_available() -> bool:
+    """Whether ONNX Runtime offers a GPU provider here."""
+    import onnxruntime as ort
+
+    return any(p in ort.get_available_providers() for p in GPU_PROVIDERS)
+
+
+
+class OrtRunner(Lifecycle):
     """ONNX Runtime session, options set deliberately: every graph optimization, intra-op threads over
     the usable CPUs, one inter-op thread, the memory arena on. Intra-op workers spin between operators
     (ONNX Runtime's default) unless ``threads`` is given: waking sleeping workers for each of a graph's
@@ -118,22 +197,14 @@ def cpu_has_bf16(core: Any | None = None) -> bool:
     return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-def openvino_precision(target_precision: str, core: Any | None = None) -> str:
-    """OpenVINO inference precision for a target: bf16 for onnx-bf16; for the int8 QDQ graph, the ops int8
-    leaves out run at bf16 where the CPU has it; fp32 otherwise (set explicitly: AMX machines default to bf16)."""
-    if target_precision == "bf16" or (target_precision == "int8" and cpu_has_bf16(core)):
-        return "bf16"
-    return "f32"
+def hint_runs_here(hint: str, core: Any | None = None) -> bool:
+    """Whether OpenVINO can run at inference precision ``hint`` ('f32' or 'bf16') on this CPU: bf16 only
+    where the CPU computes it natively (emulated bf16 would be slower than f32 and is not what was proven).
+    The one capability check the runner, the budget search and the bench share."""
+    return hint != "bf16" or cpu_has_bf16(core)
 
 
-def target_precision(target: Any, core: Any | None = None) -> str:
-    """OpenVINO inference precision for an artifact target: a budgeted target's recipe says it (the
-    precision it was tuned and proven at); otherwise :func:`openvino_precision` of its precision."""
-    recipe = getattr(target, "recipe", None) or {}
-    return recipe.get("inference_precision") or openvino_precision(target.precision, core)
-
-
-class OpenVINORunner:
+class OpenVINORunner(Lifecycle):
     """OpenVINO on the CPU, reading the artifact's ONNX graph directly. ``inference_precision`` is 'f32'
     (set explicitly: OpenVINO would otherwise pick bf16 on AMX machines) or 'bf16'. The THROUGHPUT hint
     gives several CPU streams; the runner holds one infer request per stream."""
@@ -147,7 +218,7 @@ class OpenVINORunner:
         in this user's cache (`readout_sdk.compiled_cache`), so the next process imports it instead of
         compiling; without it, or with caching off, the graph is compiled every time."""
         core = openvino_core()
-        if inference_precision == "bf16" and not cpu_has_bf16(core):
+        if not hint_runs_here(inference_precision, core):
             raise DeviceUnavailable("precision 'bf16' needs a CPU with avx512-bf16 or AMX; this CPU offers "
                                     f"{', '.join(core.get_property('CPU', 'OPTIMIZATION_CAPABILITIES'))}. "
                                     "Use fp32 or int8")
@@ -226,7 +297,7 @@ TENSORRT_EXTRA = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT c
                   "docs/jetson.md)")
 
 
-class TensorRTRunner:
+class TensorRTRunner(Lifecycle):
     """A readout engine file on the TensorRT runtime through Polygraphy's TrtRunner (its own CUDA
     bindings; no torch). One execution context guarded by a lock keeps the SDK's thread-safety promise.
     Refuses an engine built for another TensorRT version or GPU before anything runs, and a request

@@ -167,8 +167,10 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
             continue
         import openvino as ov
 
+        from readout_sdk.runners import hint_runs_here
+
         core = ov.Core()
-        if hint == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        if not hint_runs_here(hint, core):
             configs.append(Config(name, "peer", precision, skip="this CPU has no native bf16"))
             continue
         compiled = core.compile_model(core.read_model(str(path)), "CPU",
@@ -261,7 +263,7 @@ def _export_plain(graph: Any, tokenizer: Any, record: dict[str, Any], path: Path
 def sdk_configs(art: Artifact) -> list[Config]:
     """This SDK for every target x backend of the artifact (engine defaults: token-budget batches)."""
     import readout_sdk
-    from readout_sdk.backend import installed
+    from readout_sdk.targets import installed
     from readout_sdk.errors import DeviceUnavailable
 
     configs = []

@@ -31,8 +31,10 @@ def gemm_peak_openvino(precision: str, n: int = GEMM_N, repeats: int = 5) -> flo
         from openvino import opset13 as ops
     except ImportError:
         return None
+    from readout_sdk.runners import hint_runs_here
+
     core = ov.Core()
-    if precision == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+    if not hint_runs_here(precision, core):
         return None
     rng = np.random.default_rng(0)
     x = ops.parameter([n, n], ov.Type.f32, name="x")

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from readout_sdk.artifact import open_artifact
 from readout_sdk.backend import machine_id
+from readout_sdk.targets import BACKENDS, KINDS
 
 from readout_export.bench import configs as C
 from readout_export.bench import machine as M
@@ -134,7 +135,8 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}
         mach["base_install"] = M.base_install_mb()
         items_file.unlink()
-        ov = [r for r in rows if r["kind"] == "sdk" and r.get("backend") == "openvino" and r.get("items_per_s")]
+        ov = [r for r in rows if r["kind"] == "sdk" and r.get("items_per_s")
+          and getattr(BACKENDS.get(r.get("backend") or ""), "compiled_cache", False)]
         if ov:
             say("machine: cold start with the compiled-model cache")
             mach["cold_start"] = M.cold_start(art.path, max(ov, key=lambda r: r["items_per_s"])["target"])
@@ -163,8 +165,8 @@ PEAKS = {"fp32": _fp32_peak, "bf16": lambda p: p.get("openvino_bf16"), "int8": l
 
 
 def _peak_kind(row: dict[str, Any], recipe: dict[str, Any] | None) -> str:
-    """Which GEMM peak a row competes with: its precision's; a budgeted (auto) row's is int8 when its
-    recipe chose an int8 graph (the upper bound of a mixed graph), else its inference precision's."""
-    if row["precision"] == "auto" and recipe:
-        return "int8" if recipe.get("int8") else ("bf16" if recipe.get("inference_precision") == "bf16" else "fp32")
-    return row["precision"] if row["precision"] in PEAKS else "fp32"
+    """Which GEMM peak a row competes with: the arithmetic its target kind runs its MatMuls in (a budgeted
+    row's recipe says: int8 when it chose an int8 graph, the upper bound of a mixed graph); a peer's precision's."""
+    kind = KINDS.get(row.get("target") or "")
+    arithmetic = kind.arithmetic_of(recipe) if kind is not None else row["precision"]
+    return arithmetic if arithmetic in PEAKS else "fp32"

@@ -108,7 +108,7 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
         art = engine.artifact
     finally:
         engine.close()
-    graph = next((t for t in art.targets if t.format == "onnx"), None)
+    graph = next((t for t in art.targets if t.kind.onnx), None)
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")
     record = overlay(read_onnx_record(root / graph.file), calibration, decision)

@@ -5,7 +5,7 @@ NNCF's transformer preset smooths activations (``x * c`` before the activation q
 scaled by ``1/c`` and stored as int8). A MatMul is put back in float exactly: its activation input
 becomes the unsmoothed tensor ``x`` and its weight the fp32 graph's own initializer, so a graph with
 every MatMul put back computes what the fp32 graph computes (a test holds it to that). Nothing is
-re-calibrated, so one NNCF run serves every candidate of the budget search (`readout_export.budget`).
+re-calibrated, so one NNCF run serves every candidate of the budget search (`readout_export.targets.budget_search`).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ texts of 1..110 words at a calibration seed, none of them a parity sentence; the
 its built-in corpus):
 
 1. NNCF quantizes the fp32 graph once (the onnx-int8-openvino recipe, nothing left out), and
-   `readout_export.mixed` ranks its int8 nodes by the error each adds on its own (measured on the
+   `readout_export.targets.mixed` ranks its int8 nodes by the error each adds on its own (measured on the
    calibration feeds).
 2. Candidates are measured end to end on the search corpus, each on OpenVINO as the SDK runs it:
    the fp32 graph (and the bf16 inference precision where the CPU has it), and the int8 graph with the
@@ -63,14 +63,24 @@ class Candidate:
         return out
 
 
+def _candidate_runner(cand: Candidate, path: Path) -> Any:
+    """The runner a budgeted target of this candidate's recipe gets (`readout_sdk.targets.open_runner`), one
+    stream: the passes run one batch at a time. No sha256: candidates are not kept in the compiled cache."""
+    from readout_sdk.targets import Target, open_runner
+
+    target = Target.of("onnx-auto", path.name, recipe={"inference_precision": cand.inference_precision})
+    return open_runner(path.parent, target, "openvino", "cpu", streams=1)
+
+
 class Search:
     """Candidate graphs of one fp32 graph, measured on the search corpus against the fp32 graph."""
 
     def __init__(self, fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dict[str, float],
                  work: Path, say: Callable[[str], None]):
-        from readout_parity.harness import _regroup, run_units
+        from readout_parity.harness import run_units
+        from readout_sdk.batching import regroup
         from readout_sdk.families import Context, get
-        from readout_sdk.runners import OrtRunner
+        from readout_sdk.targets import Target, open_runner
 
         self.fp32_path, self.record, self.budget, self.work, self.say = fp32_path, record, budget, work, say
         self.family = get(record["family"])
@@ -78,12 +88,9 @@ class Search:
         self.items = [self.family.check_item(i, x) for i, x in enumerate(search_corpus(self.family))]
         self.groups = self.family.encode(self.ctx, 0, self.items)
         self.units = [u for g in self.groups for u in g]
-        self._run_units, self._regroup = run_units, _regroup
-        ref_runner = OrtRunner(fp32_path, ["CPUExecutionProvider"])
-        try:
-            self.ref = _regroup(run_units(ref_runner, record, self.units, "right", 1), self.groups)
-        finally:
-            ref_runner.close()
+        self._run_units, self._regroup = run_units, regroup
+        with open_runner(fp32_path.parent, Target.of("onnx-fp32", fp32_path.name), "onnxruntime", "cpu") as ref_runner:
+            self.ref = regroup(run_units(ref_runner, record, self.units, "right", 1), self.groups)
         self.ref_decided = self.family.decisions(self.ctx, self.items, self.ref, self.groups)
         self.count = 0
 
@@ -91,9 +98,8 @@ class Search:
         """Parity on the search corpus (that pass also warms the graph up), then items/s of one timed pass.
         One OpenVINO stream with every core: the passes run one batch at a time."""
         from readout_sdk.backend import meets
-        from readout_sdk.runners import OpenVINORunner
 
-        runner = OpenVINORunner(path, cand.inference_precision, streams=1)
+        runner = _candidate_runner(cand, path)
         try:
             out = self._run_units(runner, self.record, self.units, "right", SEARCH_WIDTH)
             start = time.perf_counter()
@@ -114,9 +120,7 @@ class Search:
 
     def retime(self, cand: Candidate, path: Path, passes: int) -> None:
         """items/s again: the median of ``passes`` timed passes after a warm-up pass."""
-        from readout_sdk.runners import OpenVINORunner
-
-        runner = OpenVINORunner(path, cand.inference_precision, streams=1)
+        runner = _candidate_runner(cand, path)
         try:
             self._run_units(runner, self.record, self.units, "right", SEARCH_WIDTH)
             times = []
@@ -165,8 +169,8 @@ def search(fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dic
     """Run the search of the module docstring; candidate graphs are written under ``work``."""
     import onnx
 
-    from readout_export.mixed import int8_units, local_errors, restore_float
-    from readout_export.quantize import quantize_static_openvino
+    from readout_export.targets.mixed import int8_units, local_errors, restore_float
+    from readout_export.targets.quantize import quantize_static_openvino
     from readout_sdk.runners import cpu_has_bf16
 
     start = time.monotonic()
@@ -240,7 +244,7 @@ def best_reached(frontier: list[Candidate], budget: dict[str, float]) -> str:
 def recipe(chosen: Candidate, outcome: Outcome, budget: dict[str, float], proof: dict[str, Any],
            machine: str) -> dict[str, Any]:
     """What readout.json keeps about a budgeted target: the budget, the choice, the frontier, the machine."""
-    from readout_export.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
+    from readout_export.targets.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
 
     return {
         "budget": dict(budget),

@@ -23,13 +23,14 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.artifact import ARTIFACT_FILE, TENSORRT_SOURCE, open_artifact, sha256_file, target_name, write_meta
+from readout_sdk.artifact import ARTIFACT_FILE, open_artifact, sha256_file, write_meta
+from readout_sdk.targets import KINDS, Target, TargetKind, onnx_source
 from readout_sdk.engine_file import write_engine
 from readout_sdk.profiles import Profile, derive_profile
 
 from readout_export.errors import ReadoutExportError
 
-SOURCES = TENSORRT_SOURCE  # the ONNX graph each precision is compiled from (one map, in the SDK)
+COMPILED = {k.name: k for k in KINDS.values() if k.compiled_on_device}  # what `compile` builds (the registry's)
 TRT_EXTRA = ("pip install 'readout-export[tensorrt]' on the machine that will run the engine (on Jetson, "
              "TensorRT comes with JetPack; see docs/jetson.md)")
 
@@ -40,24 +41,28 @@ class CompileError(ReadoutExportError):
     exit_code = 2
 
 
-def parse_target(name: str) -> str:
-    """'tensorrt-fp16' -> 'fp16', or a refusal listing the targets compile knows."""
-    known = [f"tensorrt-{p}" for p in SOURCES]
-    if not name.startswith("tensorrt-") or name[len("tensorrt-"):] not in SOURCES:
-        raise CompileError(f"--target {name}: expected one of {', '.join(known)}")
-    return name[len("tensorrt-"):]
+def parse_target(name: str) -> TargetKind:
+    """'tensorrt-fp16' -> its kind, or a refusal listing the targets compile knows."""
+    if name not in COMPILED:
+        raise CompileError(f"--target {name}: expected one of {', '.join(COMPILED)}")
+    return COMPILED[name]
 
 
-def source_graph(artifact: Path, precision: str) -> Path:
-    """The artifact's ONNX graph a TensorRT precision is compiled from."""
+def source_graph(artifact: Path, kind: TargetKind) -> Path:
+    """The artifact's ONNX graph a device-compiled kind is compiled from."""
     art = open_artifact(artifact)
-    want = SOURCES[precision]
+    want = onnx_source(kind)
     for t in art.targets:
-        if t.format == "onnx" and (t.precision, t.runtime) == want:
+        if t.kind == want:
             return art.path / t.file
-    name = target_name("onnx", *want)
-    raise CompileError(f"{artifact}: has no {name} graph to compile tensorrt-{precision} from; add "
-                       f'{{"format": "tensorrt", "precision": "{precision}"}} to the manifest\'s targets and rebuild')
+    raise CompileError(f"{artifact}: has no {want.name} graph to compile {kind.name} from; add "
+                       f'{{"format": "{kind.format}", "precision": "{kind.precision}"}} to the manifest\'s targets '
+                       "and rebuild")
+
+
+def _is(entry: dict[str, Any], kind: TargetKind) -> bool:
+    """Whether a readout.json target entry is of ``kind``."""
+    return (entry["format"], entry["precision"], entry.get("runtime")) == kind.key
 
 
 def _require_tensorrt() -> Any:
@@ -129,28 +134,28 @@ def compile_engine(artifact: str | Path, target: str, say: Callable[[str], None]
 
 
 def _compile(root: Path, target: str, say: Callable[[str], None]) -> dict[str, Any]:
-    precision = parse_target(target)
-    source = source_graph(root, precision)
+    kind = parse_target(target)
+    precision = kind.precision
+    source = source_graph(root, kind)
     trt = _require_tensorrt()
     capability, gpu = local_gpu()
     meta = json.loads((root / ARTIFACT_FILE).read_text(encoding="utf-8"))
     record = meta["abi"]
     pending = {p["target"]: p for p in meta.get("compile", [])}
-    earlier = next((t for t in meta["targets"] if t["format"] == "tensorrt" and t["precision"] == precision), {})
+    earlier = next((t for t in meta["targets"] if _is(t, kind)), {})
     stated = pending.get(target, {}).get("profile") or earlier.get("profile")  # a recompile keeps the profile
     profile = Profile.from_json(stated) if stated else derive_profile(None, int(record["input"]["max_length"]),
                                                                       record["family"])
     say(f"building {target} from {source.name} with TensorRT {trt.__version__} on {gpu} (sm {capability}); "
         f"profile {profile.describe()}")
     plan = build_plan(source, precision, profile, [i["name"] for i in record["inputs"]])
-    name = f"model.{target}.engine"
+    name = kind.file
     header = {"abi": record, "target": target, "tensorrt": trt.__version__, "gpu": gpu,
               "compute_capability": capability, "profiles": [profile.to_json()], "source": source.name}
     write_engine(root / name, header, bytes(plan))
-    entry = {"format": "tensorrt", "precision": precision, "runtime": "tensorrt", "file": name,
-             "sha256": sha256_file(root / name), "profile": profile.to_json(), "tensorrt": trt.__version__,
-             "compute_capability": capability, "gpu": gpu}
-    meta["targets"] = [t for t in meta["targets"] if not (t["format"] == "tensorrt" and t["precision"] == precision)]
+    entry = Target(kind.format, kind.precision, name, sha256_file(root / name), kind.runtime, profile=profile.to_json(),
+                   tensorrt=trt.__version__, compute_capability=capability, gpu=gpu).listing()
+    meta["targets"] = [t for t in meta["targets"] if not _is(t, kind)]
     meta["targets"].append(entry)
     meta["compile"] = [p for p in meta.get("compile", []) if p["target"] != target]
     if not meta["compile"]:

@@ -1,4 +1,4 @@
-"""The build step of a budgeted target: search (`readout_export.budget`), then prove with the parity harness.
+"""The build step of a budgeted target: search (`readout_export.targets.budget_search`), then prove with the parity harness.
 
 The proof runs the harness on the artifact being staged (its readout.json already written), for this
 target only, against the staged fp32 graph on ONNX Runtime (the build has just checked that graph
@@ -11,55 +11,57 @@ from pathlib import Path
 from typing import Any, Callable
 
 from readout_sdk.artifact import sha256_file, write_meta
-from readout_sdk.backend import _floor_text as floor_text, machine_id
+from readout_sdk.backend import floor_text, machine_id
+from readout_sdk.targets import Target
 
 from readout_export.errors import ManifestError
 from readout_export.plan import Plan
-from readout_export.resolve import target_name
 
 REFERENCE_LABEL = "the onnx-fp32 graph on ONNX Runtime (checked against eager PyTorch by this build)"
 
 
-def _where(plan: Plan) -> str:
-    stated = plan.manifest.data.get("targets") or []
-    i = next((k for k, t in enumerate(stated) if isinstance(t, dict) and t.get("precision") == "auto"), 0)
+def _where(plan: Plan, t: Target) -> str:
+    i = next((k for k, x in enumerate(plan.targets) if x.kind == t.kind), 0)  # stated targets come first, in order
     return f"$.targets[{i}].budget"
 
 
-def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str, meta: dict[str, Any],
+def build_budgeted(plan: Plan, t: Target, staging: Path, fp32_name: str, meta: dict[str, Any],
                    calibration: list[dict[str, Any]], step: Callable[[str], None]) -> None:
     """Search, prove and list the budgeted target ``t`` in ``meta`` (a ManifestError when nothing keeps
     its budget)."""
     from readout_parity.harness import Reference, run_parity
-    from readout_sdk.runners import OrtRunner
+    from readout_sdk.targets import open_runner
 
-    from readout_export.budget import best_reached, recipe, search
+    from readout_export.targets.budget_search import best_reached, recipe, search
 
-    budget = {m: float(v) for m, v in t["budget"].items()}
-    name = target_name(t)
+    budget = dict(t.budget or {})
+    name = t.name
+
+    def mine(x: dict[str, Any]) -> bool:  # this target's own listing in readout.json
+        return x["format"] == t.format and x["precision"] == t.precision
     work = staging / ".search"  # inside the staging directory: swept with it if the build is killed
     step(f"{name}: searching for the fastest graph that keeps {floor_text(budget)} (calibration corpus)")
     try:
         work.mkdir()
         outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step)
         if not outcome.keeping:
-            raise ManifestError(_where(plan), f"no recipe keeps {floor_text(budget)} on the calibration corpus: "
+            raise ManifestError(_where(plan, t), f"no recipe keeps {floor_text(budget)} on the calibration corpus: "
                                               f"{best_reached(outcome.frontier, budget)}")
         failed: list[str] = []
         rejected: list[dict[str, str]] = []
         for cand, path in outcome.keeping:
-            file = f"model.{name}.onnx" if cand.int8 else fp32_name  # the fp32 graph itself is shared, as bf16's
+            file = t.file if cand.int8 else fp32_name  # the fp32 graph itself is shared, as bf16's
             if cand.int8:
                 shutil.copyfile(path, staging / file)
             else:  # an int8 candidate whose proof failed leaves nothing behind
-                (staging / f"model.{name}.onnx").unlink(missing_ok=True)
-            entry = {"format": "onnx", "precision": "auto", "runtime": "openvino", "file": file,
-                     "sha256": sha256_file(staging / file),
-                     "recipe": recipe(cand, outcome, budget, {"decision": "PENDING"}, machine_id())}
-            meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"] + [entry]
+                (staging / t.file).unlink(missing_ok=True)
+            entry = Target(t.format, t.precision, file, sha256_file(staging / file), t.runtime,
+                           recipe=recipe(cand, outcome, budget, {"decision": "PENDING"}, machine_id())).listing()
+            meta["targets"][:] = [x for x in meta["targets"] if not mine(x)] + [entry]
             write_meta(staging, meta)
             step(f"{name}: proving '{cand.label}' with the parity harness on the parity corpus")
-            reference = Reference(OrtRunner(staging / fp32_name, ["CPUExecutionProvider"]), REFERENCE_LABEL)
+            reference = Reference(open_runner(staging, Target.of("onnx-fp32", fp32_name), "onnxruntime", "cpu"),
+                                  REFERENCE_LABEL)
             try:
                 report = run_parity(staging, only=[name], reference=reference)
             finally:
@@ -78,9 +80,9 @@ def build_budgeted(plan: Plan, t: dict[str, Any], staging: Path, fp32_name: str,
             failed.append(", ".join(f"{c.metric} {c.measured}" for c in gated if c.decision != "PASS") or "not evaluated")
             rejected.append({"label": cand.label, "failed": failed[-1]})
             step(f"{name}: the proof failed ({failed[-1]}); trying the next candidate")
-        meta["targets"][:] = [x for x in meta["targets"] if x["precision"] != "auto"]
-        (staging / f"model.{name}.onnx").unlink(missing_ok=True)
-        raise ManifestError(_where(plan), f"no recipe keeps {floor_text(budget)} on the parity corpus: the "
+        meta["targets"][:] = [x for x in meta["targets"] if not mine(x)]
+        (staging / t.file).unlink(missing_ok=True)
+        raise ManifestError(_where(plan, t), f"no recipe keeps {floor_text(budget)} on the parity corpus: the "
                                           f"{len(failed)} candidates that kept it on the calibration corpus reached "
                                           + "; ".join(failed))
     finally:

@@ -1,0 +1,84 @@
+"""The one runner factory: every path that runs a target's graph (load, parity, the bench, the budget
+search, serving) opens its runner here, so what parity proved is what `load` runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.targets.backends import BACKENDS
+from readout_sdk.targets.target import Target
+
+
+def open_runner(root: str | Path, target: Target, backend: str, device: str = "cpu", *,
+                record: dict[str, Any] | None = None, streams: int | None = None, threads: int | None = None) -> Any:
+    """A ready runner (`readout_sdk.runners.Runner`, a context manager) for ``target``'s graph under
+    ``root`` on ``backend`` and ``device`` ("cpu", "cuda" or "auto"). ``record``: the artifact's ABI record
+    (TensorRT engines are checked against it; ONNX Runtime's TensorRT provider is profiled from it).
+    A graph whose sha256 is known is compiled once per user (OpenVINO's compiled-model cache)."""
+    from readout_sdk import runners
+
+    path = Path(root) / target.file
+    kind = target.kind
+    if backend not in kind.backends:
+        raise DeviceUnavailable(f"{target.name} does not run on {backend} (it runs on {', '.join(kind.backends)})")
+    if not BACKENDS[backend].runs_on(device) and device != "auto":
+        raise DeviceUnavailable(f"backend {backend!r} runs on {' or '.join(BACKENDS[backend].devices)}, "
+                                f"not on device {device!r}")
+    if backend == "openvino":
+        precision = kind.openvino_precision(target.recipe, runners.cpu_has_bf16)
+        return runners.OpenVINORunner(path, precision, streams, threads, graph_sha256=target.sha256 or None)
+    if backend == "tensorrt":
+        return runners.TensorRTRunner(path, record or {}, str(root))
+    from readout_sdk.compiled_cache import tensorrt_cache_dir
+
+    providers = runners.providers_for(device, record, tensorrt_cache_dir(target.sha256) if target.sha256 else None)
+    runner = runners.OrtRunner(path, providers, streams or 1, threads)
+    if device == "cuda" and runner.device == "cpu":
+        runner.close()
+        raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
+                                "check the CUDA / cuDNN libraries that onnxruntime-gpu needs")
+    return runner
+
+
+Factory = Callable[[], Any]
+
+
+def ways_to_run(root: str | Path, target: Target, record: dict[str, Any] | None = None
+                ) -> list[tuple[str, Factory | str]]:
+    """Every way the SDK can run ``target`` (its backends on each device they run on), as (provider
+    label, a runner factory, or the reason it cannot run here): the cells of parity's grid. Each factory
+    opens the runner `load` would open for that backend and device."""
+    import onnxruntime as ort
+
+    from readout_sdk import runners
+
+    available = ort.get_available_providers()
+    out: list[tuple[str, Factory | str]] = []
+    for name in target.kind.backends:
+        backend = BACKENDS[name]
+        for device in backend.devices:
+            label = "CUDAExecutionProvider" if (name, device) == ("onnxruntime", "cuda") else backend.label
+            why = _cannot(name, device, target, available, runners)
+            out.append((label, why if why else (lambda b=name, d=device: open_runner(root, target, b, d, record=record))))
+    return out
+
+
+def _cannot(backend: str, device: str, target: Target, available: list[str], runners: Any) -> str | None:
+    """Why ``target`` cannot run on ``backend`` on ``device`` here (None: it can)."""
+    spec = BACKENDS[backend]
+    if not spec.installed():
+        return (f"{spec.label} is not installed on this machine ({spec.install})" if spec.compiled
+                else f"{backend} is not installed ({spec.install})")
+    if device == "cuda" and not (any(p in available for p in runners.GPU_PROVIDERS) or
+                                 (spec.compiled and importlib_has("cuda"))):
+        return "no CUDA device (onnxruntime-gpu not installed)"
+    if target.kind.openvino_inference == "bf16" and backend == "openvino" and not runners.cpu_has_bf16():
+        return "this CPU has no native bf16 (avx512-bf16 or AMX)"
+    return None
+
+
+def importlib_has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
