@@ -476,12 +476,12 @@ def test_bare_command_still_prints_its_help():
 def test_an_unknown_field_is_offered_only_the_fields_its_family_takes(tmp_path, classifier):
     """The `known:` list after an unknown top-level field is the family's (a token classifier is not offered
     `thresholds` or `null_policy`), taken from the registry's field table, not the whole schema."""
-    from readout_sdk.abi import family_spec
+    from readout_sdk.families import get as get_family
     from readout_export.manifest import COMMON_FIELDS
 
     doc = base(classifier, family="sequence_classification", lables=SENTIMENT)
     message = expect_error(tmp_path, doc, "$.lables", "did you mean 'labels'?")
     offered = set(message.split("(known: ")[1].rstrip(")").split(", "))
-    spec = family_spec("sequence_classification")
+    spec = get_family("sequence_classification")
     assert offered and all(k in COMMON_FIELDS or k in spec.manifest_fields for k in offered), offered
     assert {"null_policy", "stride", "thresholds"}.isdisjoint(offered) and "labels" in offered

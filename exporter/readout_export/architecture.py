@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-from readout_sdk.abi import family_spec
+from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError
 from readout_export.plan import Plan
@@ -30,7 +30,7 @@ def describe(plan: Plan) -> Architecture:
     """The classes ``plan`` loads: transformers' own Auto mapping for the family's Auto class."""
     import transformers
 
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     config = transformers.AutoConfig.from_pretrained(str(plan.source.transformer_dir), local_files_only=True)
     try:
         base = transformers.AutoModel._model_mapping[type(config)]

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.abi import family_spec, validate_record
+from readout_sdk.abi import validate_record
+from readout_sdk.families import get as get_family
 from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.lifecycle import derive_from
 from readout_sdk.staging import place, staged
@@ -120,7 +121,7 @@ def assemble(plan: Plan, compact_rows: bool = True):
     if plan.labels is not None and config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     graph = ReadoutGraph(spec.stages_for(plan.long_inputs), spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
                          pad_id=tok.pad_id,
                          pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize,
@@ -151,7 +152,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     with torch.no_grad():
         sample = graph(**inputs)
     sample = sample if isinstance(sample, tuple) else (sample,)
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     out_dims = {}
     outputs = spec.outputs_for(plan.long_inputs)
     for o, t in zip(outputs, sample):

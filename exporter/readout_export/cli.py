@@ -139,16 +139,15 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
     def go():
         require_export_extra()
         from readout_export.reference import check_parity
-        from readout_parity import ParityError
         from readout_parity.report import junit, keep_in_artifact, to_json
 
         try:
             report = check_parity(artifact, corpus, sizes,
                                   say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
-        except (ParityError, ValueError) as e:
-            from readout_sdk.artifact import ArtifactError
+        except ValueError as e:  # a corpus or width the harness cannot use: bad input, exit 2
+            from readout_sdk.errors import InputRefused
 
-            raise ArtifactError(str(e)) from None
+            raise InputRefused(str(e)) from None
         keep_in_artifact(report)
         if json_path:
             write_report(json_path, json.dumps(to_json(report), indent=2) + "\n")
@@ -194,15 +193,9 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
         require_export_extra()
         from readout_export.bench.report import keep_in_artifact, plot, to_json
         from readout_export.bench.run import run_bench
-        from readout_parity import ParityError
 
-        try:
-            report = run_bench(artifact, items, repeats, latency_items, not no_processes,
-                               say=lambda m: click.echo(f"  {m}", err=True))
-        except ParityError as e:
-            from readout_sdk.artifact import ArtifactError
-
-            raise ArtifactError(str(e)) from None
+        report = run_bench(artifact, items, repeats, latency_items, not no_processes,
+                           say=lambda m: click.echo(f"  {m}", err=True))
         if keep:
             keep_in_artifact(report)
         if json_path:

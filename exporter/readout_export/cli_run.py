@@ -28,13 +28,26 @@ def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
     except (SystemExit, GeneratorExit):
         raise
     except BaseException as e:  # the SDK's own errors, and anything unexpected
-        from readout_sdk.artifact import ArtifactError
-        from readout_sdk.errors import Busy, InputRefused
-
-        if isinstance(e, (ArtifactError, FileNotFoundError, InputRefused, Busy)):
-            fail(2, str(e), as_json, debug)
+        code = exit_code(e)
+        if code is not None:
+            fail(code, str(e), as_json, debug)
         first = (str(e).strip().splitlines() or [""])[0][:300]
         fail(1, f"unexpected failure ({type(e).__name__}{': ' + first if first else ''})", as_json, debug)
+
+
+def exit_code(e: BaseException) -> int | None:
+    """The one map from error classes to exit codes: the exporter's errors carry theirs (2 bad input, 1
+    a failure of the work); every SDK error is a refusal of its input (an artifact, data, a device or
+    target this machine lacks), as is parity's (a source that is not the artifact's): 2, as is a file that is
+    not there. None: unexpected (exit 1, with its type)."""
+    from readout_parity.checks import ParityError
+    from readout_sdk.errors import SdkError
+
+    if isinstance(e, ReadoutExportError):
+        return e.exit_code
+    if isinstance(e, (SdkError, ParityError, FileNotFoundError)):
+        return 2
+    return None
 
 
 def require_export_extra() -> None:

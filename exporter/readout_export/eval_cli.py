@@ -56,20 +56,14 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
 
     def go():
         _require_eval_extra()
-        from readout_sdk.evaluation.gates import GateError
         from readout_sdk.evaluation.report import junit
         from readout_sdk.evaluation.run import evaluate as do_evaluate
         from readout_sdk.evaluation.run import public
 
         if min_support is not None and min_support < 1:
             raise click.BadParameter("must be a positive integer", param_hint="--min-support")
-        try:
-            doc = do_evaluate(artifact, data, role, parent, target, gates, min_support, keep=not no_keep,
-                              say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
-        except GateError as e:
-            from readout_sdk.errors import InputRefused
-
-            raise InputRefused(str(e)) from None
+        doc = do_evaluate(artifact, data, role, parent, target, gates, min_support, keep=not no_keep,
+                          say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
         if json_path:
             write_report(json_path, json.dumps(public(doc), indent=2, allow_nan=False) + "\n")
         if junit_path:

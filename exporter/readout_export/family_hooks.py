@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from readout_sdk.abi import POOLING_MODES, family_spec
+from readout_sdk.abi import POOLING_MODES
+from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError
 from readout_export.manifest import Manifest
@@ -37,7 +38,7 @@ def _resolve_embedding(plan: Plan, manifest: Manifest) -> None:
     declared_sim = source.similarity
     plan.score_type = agree("$.score_type", declared_sim, manifest.data.get("score_type"),
                              "config_sentence_transformers.json (similarity_fn_name)") or "cosine"
-    allowed = family_spec(plan.family).score_types
+    allowed = get_family(plan.family).score_types
     if plan.score_type not in allowed:
         raise ManifestError("$.score_type", f"expected one of {list(allowed)}, got {plan.score_type!r}")
 
@@ -73,7 +74,7 @@ def _resolve_sparse(plan: Plan, manifest: Manifest) -> None:
 
 
 def _resolve_cross_encoder(plan: Plan, manifest: Manifest) -> None:
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     plan.score_type = agree("$.score_type", plan.source.cross_activation, manifest.data.get("score_type"),
                             "config.json (sentence_transformers.activation_fn)")
     if plan.score_type is None:
@@ -101,4 +102,4 @@ HOOKS: dict[str, Hook] = {"embedding": _resolve_embedding, "late_interaction": _
 
 def readout_hook(family: str) -> Hook | None:
     """The family's resolver hook, or None for a transformers head exported as it is."""
-    return HOOKS.get(family_spec(family).name)
+    return HOOKS.get(get_family(family).name)

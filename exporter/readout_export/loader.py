@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from readout_sdk.abi import family_spec
+from readout_sdk.families import get as get_family
 
 from readout_export.errors import BuildError
 from readout_export.graph import POOLED_OUTPUT, ROW_OUTPUT, Dense
@@ -49,7 +49,7 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
     """
     import transformers
 
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     auto_name, attributes = spec.head.auto_class, spec.head.attributes
     kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in spec.head.per_row)
     auto = getattr(transformers, auto_name)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import FAMILIES, MANIFEST_SCHEMA, family_spec, json_path, load_schema
+from readout_sdk.abi import FAMILIES, MANIFEST_SCHEMA, json_path, load_schema
+from readout_sdk.families import get as get_family
 from readout_sdk.jsonl import loads
 
 from readout_export.errors import ManifestError
@@ -86,10 +87,10 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     family = data.get("family")
     known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
     for err in errors:
-        for where, why in _describe(err, family_spec(family) if known_family else None):
+        for where, why in _describe(err, get_family(family) if known_family else None):
             problems.add(ManifestError(where, why))
     if known_family:
-        spec = family_spec(family)  # which fields apply is the family's
+        spec = get_family(family)  # which fields apply is the family's
         for key in data:
             if key not in COMMON_FIELDS and key not in spec.manifest_fields:
                 problems.add(ManifestError(f"$.{key}", f"does not apply to family {family}: "

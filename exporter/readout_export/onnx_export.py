@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from readout_sdk.abi import METADATA_KEY, family_spec
+from readout_sdk.abi import METADATA_KEY
+from readout_sdk.families import get as get_family
 
 from readout_export.errors import BuildError
 from readout_export.graph import ReadoutGraph
@@ -23,7 +24,7 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool) ->
     """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice)."""
     from readout_sdk.batching import Prepared, make_feed
 
-    spec = family_spec(family)
+    spec = get_family(family)
     if spec.input_kind == "choices":
         parts = [Prepared(tuple(backend.encode(q, c) for _ in range(2)), False) for q, c in SAMPLE_PAIRS]
     elif spec.input_kind == "pair":
@@ -40,7 +41,7 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
     """Export ``graph`` to ``path`` with dynamic batch/sequence (and choices) axes and the record embedded."""
     import onnx
 
-    spec = family_spec(record["family"])
+    spec = get_family(record["family"])
     dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
             "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}

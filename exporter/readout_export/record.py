@@ -6,7 +6,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import ABI_VERSION, family_spec
+from readout_sdk.abi import ABI_VERSION
+from readout_sdk.families import get as get_family
 from readout_sdk.identity import compute as compute_identity
 
 from readout_export import __version__
@@ -27,7 +28,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
                  source_tokenizer_sha256: str | None, versions: dict[str, str]) -> dict[str, Any]:
     """Return the record embedded in every graph and in readout.json, its layered identity included
     (``weights``: the digests by tensor name, `readout_export.weights.plan_digests`)."""
-    spec = family_spec(plan.family)
+    spec = get_family(plan.family)
     width, token_types, architecture, head = arch.width, arch.token_types, arch.backbone, arch.head
     inputs = [{"name": "input_ids", "dtype": "int64", "axes": list(spec.input_axes)},
               {"name": "attention_mask", "dtype": "int64", "axes": list(spec.input_axes)}]
@@ -87,7 +88,7 @@ def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]
     # the ids the tokenizer inserts: excluded from content rows, and how readers spot empty texts
     readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero",
                                "content_excluded_ids": tok.inserted_ids}
-    readout |= family_spec(plan.family).readout_section(plan)
+    readout |= get_family(plan.family).readout_section(plan)
     if head is not None:
         readout["head"] = head
     return readout

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from readout_sdk.artifact import Artifact, open_artifact, sha256_file
+from readout_sdk.runners import Lifecycle
 
 from readout_parity import ParityError, Reference, Report, run_parity
 from readout_parity.report import DEFAULT_POSITIONS
@@ -53,7 +54,7 @@ def reference_graph(art: Artifact) -> Any:
     return graph
 
 
-class EagerRunner:
+class EagerRunner(Lifecycle):
     """The eager graph behind the runner protocol (`readout_sdk.runners.Runner`). ``default_positions``
     turns off mask-derived positions: transformers' own behaviour, for the informative left-padding row."""
 

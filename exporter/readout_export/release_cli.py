@@ -66,13 +66,13 @@ def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
     """
     from readout_sdk.artifact import ArtifactError, open_artifact
     from readout_sdk.compat import diff as do_diff, text
-    from readout_sdk.identity import IdentityError
+    from readout_sdk.errors import SdkError
 
     def go():
         try:
             return do_diff(open_artifact(a), open_artifact(b))
-        except (IdentityError, ArtifactError) as e:
-            raise ArtifactError(str(e)) from None
+        except SdkError:
+            raise
         except Exception as e:  # noqa: BLE001 - exit 1 means "a layer changed": any failure must be 2
             raise ArtifactError(f"cannot compare {a} and {b}: {type(e).__name__}: {e}") from None
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.abi import family_spec
+from readout_sdk.families import get as get_family
 from readout_sdk.agreement import out_of_range
 from readout_sdk.targets import KINDS, Target, kind_of, onnx_source
 from readout_sdk.targets import target_name as _name
@@ -44,7 +44,7 @@ def resolve(manifest: Manifest, every: bool = False) -> Plan:
     a problem and report every independent one at once (a ManifestProblems), as `validate` does."""
     data = manifest.data
     family = manifest.family
-    spec = family_spec(family)
+    spec = get_family(family)
     problems = Problems(every)
     model_dir = problems.check(lambda: manifest.model_dir)
     out = problems.check(lambda: manifest.output_dir)
@@ -109,7 +109,7 @@ def _check_evaluation(family: str, section: dict[str, Any]) -> None:
     from readout_sdk.evaluation.gates import Gate, GateError
     from readout_sdk.evaluation.tasks import task_of
 
-    known = task_of(family_spec(family)).metric_names
+    known = task_of(get_family(family)).metric_names
     for key in ("gates", "slice_gates"):
         for k, text in enumerate(section.get(key, [])):
             try:
@@ -147,7 +147,7 @@ def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bo
     ``bounded``: values are {"min"|"max": value} as in the parity section, else plain numbers."""
     import difflib
 
-    spec = family_spec(family)
+    spec = get_family(family)
     known = (*spec.metric_names, *spec.raw_metric_names)
     for metric, bound in metrics.items():
         if metric not in known:
@@ -172,7 +172,7 @@ def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:
             raise ManifestError(f"$.long_inputs.{extra[0]}", "applies only to policy 'windows'")
         plan.long_inputs = {"policy": "truncate"}
         return
-    allowed = family_spec(plan.family).aggregations
+    allowed = get_family(plan.family).aggregations
     if "aggregation" not in spec:
         raise ManifestError("$.long_inputs.aggregation", f"windows need a declared aggregation: one of {list(allowed)}")
     if spec["aggregation"] not in allowed:

@@ -9,9 +9,7 @@ from readout_sdk.abi import (
     ABI_VERSION,
     FAMILIES,
     AbiError,
-    FamilySpec,
     TensorSpec,
-    family_spec,
     validate_record,
 )
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
@@ -22,8 +20,8 @@ from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Ent
 
 __all__ = [
     "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "Choice", "Classification",
-    "DeviceUnavailable", "Embeddings", "Engine", "Entity", "FamilySpec", "InputRefused", "MultiLabel", "Regression",
-    "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors", "WrongCall", "family_spec", "load",
+    "DeviceUnavailable", "Embeddings", "Engine", "Entity", "InputRefused", "MultiLabel", "Regression",
+    "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors", "WrongCall", "load",
     "open_artifact", "validate_record",
 ]
 __version__ = "0.1.0"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
-from readout_sdk.errors import first_line
+from readout_sdk.errors import SdkError, first_line
 from readout_sdk.jsonl import loads
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.identity import Identity, IdentityError
@@ -24,7 +24,7 @@ from readout_sdk.targets.target import Target
 ARTIFACT_FILE = "readout.json"
 
 
-class ArtifactError(RuntimeError):
+class ArtifactError(SdkError, RuntimeError):
     """An artifact that cannot be trusted or read."""
 
 

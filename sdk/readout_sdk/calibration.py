@@ -22,6 +22,8 @@ import copy
 import math
 from typing import Any, Mapping
 
+from readout_sdk.errors import SdkError
+
 SCHEME = "readout-calibration/1"
 # decision-layer keys of the record's ``output`` section that a calibration overlay may set
 DECISION_KEYS = ("thresholds", "null_threshold", "abstention", "fitted")
@@ -31,7 +33,7 @@ OVERLAY_KEYS = ("calibration", "overlay_of")
 MAX_TEMPERATURE = 1000.0
 
 
-class CalibrationError(ValueError):
+class CalibrationError(SdkError, ValueError):
     """A calibration or decision parameter this SDK would not execute as stated."""
 
 
@@ -67,13 +69,6 @@ def check(record: Mapping[str, Any]) -> None:
 
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def base_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record without any overlay and without its identity."""
-    out = {k: copy.deepcopy(v) for k, v in record.items() if k not in OVERLAY_KEYS + ("identity",)}
-    out["output"] = {k: v for k, v in out["output"].items() if k not in DECISION_KEYS}
-    return out
 
 
 def graph_record_matches(record: Mapping[str, Any], embedded: Mapping[str, Any]) -> bool:

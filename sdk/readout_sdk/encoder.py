@@ -35,10 +35,6 @@ class TextEncoder:
                               direction=trunc.get("direction", "right"))
         return tok
 
-    def content_rows(self, enc: Encoding) -> int:
-        """Rows the tokenizer did not insert (text content)."""
-        return sum(1 for i in enc.ids if i not in self.inserted)
-
     def check(self, index: int, enc: Encoding, what: str = "text") -> None:
         """Refuse an item whose readout would select zero rows (the record's zero-row policy)."""
         if all(map(self.inserted.__contains__, enc.ids)):  # stops at the first content row

@@ -22,7 +22,7 @@ from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import choose, kept_evidence
 from readout_sdk.arguments import items as check_items
 from readout_sdk.arguments import one_of, optional_positive_int, positive_int, text
-from readout_sdk.batching import Prepared, Progress, chunks, run_sorted
+from readout_sdk.batching import Prepared, Progress, chunks, regroup, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
@@ -245,10 +245,8 @@ class Engine:
             weights = [1.0 / len(g) for g in groups for _ in g]
             outs = run_sorted(flat, batch_size, self.abi, self._forward, progress, weights, self.max_batch_tokens,
                               self._pool)
-            k = 0
-            for item, g in zip(checked, groups):
-                yield outs[k:k + len(g)], g, item, any(p.truncated for p in g)
-                k += len(g)
+            for item, g, item_outs in zip(checked, groups, regroup(outs, groups)):
+                yield item_outs, g, item, any(p.truncated for p in g)
             base += len(chunk)
         progress.close()
 

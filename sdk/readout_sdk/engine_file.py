@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.atomic import write_atomic
-from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.errors import DeviceUnavailable, SdkError
 
 MAGIC = b"RDXTRT\x00\x01"
 VERSION = 1
 _PREFIX = struct.Struct("<8sII")
 
 
-class EngineFileError(RuntimeError):
+class EngineFileError(SdkError, RuntimeError):
     """A file that is not a readout engine, or one that was damaged or changed."""
 
 

@@ -8,7 +8,9 @@ def first_line(e: BaseException) -> str:
 
 
 class SdkError(Exception):
-    """Base class of SDK errors."""
+    """Base class of every error the SDK raises: a refusal whose message names the problem (and the file
+    or JSON path). Each subclass keeps the built-in base callers already catch (ValueError, RuntimeError,
+    TypeError), so ``except SdkError`` and ``except ValueError`` both keep working."""
 
 
 class InputRefused(SdkError, ValueError):
@@ -23,7 +25,7 @@ class DeviceUnavailable(SdkError, RuntimeError):
     """The requested device or precision does not exist on this machine or in this artifact."""
 
 
-class AbiError(ValueError):
+class AbiError(SdkError, ValueError):
     """A record or version that this SDK cannot accept."""
 
 

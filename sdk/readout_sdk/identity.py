@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from readout_sdk.errors import SdkError
+
 SCHEME = "readout-identity/1"
 LAYERS = ("tokenizer", "contextual", "readout", "head", "calibration", "decision")
 # what an application caches, and the layer each depends on (``vectors`` is the family's vector layer)
@@ -31,7 +33,7 @@ CACHES = ("contextual_cache", "vector_cache", "raw_scores", "calibrated_scores",
 _NOT_DECISION = frozenset({"labels", "score_type", "vocab", "dim", "normalized", "window"})
 
 
-class IdentityError(ValueError):
+class IdentityError(SdkError, ValueError):
     """A record whose identity section is missing, malformed, or does not match its fields."""
 
 

@@ -25,6 +25,7 @@ from readout_sdk.artifact import ArtifactError, open_artifact
 from readout_sdk.profiles import Profile
 from readout_sdk.families import get
 from readout_sdk.records import json_column, predict_groups, rows_from_columns
+from readout_sdk.runners import Lifecycle
 
 ABI_PARAMETER = "readout.abi"
 GRAPH_PARAMETER = "readout.graph_model"
@@ -63,7 +64,7 @@ def graph_abi_sha256(config_text: str) -> str | None:
 README_DIR = "readout"
 
 
-class BlsRunner:
+class BlsRunner(Lifecycle):
     """A runner (the SDK's protocol, `readout_sdk.runners.Runner`) that asks another Triton model."""
 
     backend = "triton"

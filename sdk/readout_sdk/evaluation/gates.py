@@ -13,12 +13,14 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from readout_sdk.errors import SdkError
+
 PASS, FAIL, NOT_EVALUATED = "PASS", "FAIL", "NOT_EVALUATED"
 _GATE = re.compile(r"^\s*(?P<metric>[A-Za-z0-9_@.]+)(\[(?P<slice>[^\]]+)\])?\s*(?P<op>>=|<=)\s*"
                    r"(?P<bound>parent\s*([+-]\s*[0-9.eE+-]+)?|[-+]?[0-9.eE+-]+)\s*$")
 
 
-class GateError(ValueError):
+class GateError(SdkError, ValueError):
     """A gate that cannot be parsed: names it and the expected form."""
 
 

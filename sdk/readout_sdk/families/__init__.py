@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from readout_sdk.errors import AbiError
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 
 _MODULES = ("embedding", "sequence_classification", "multilabel_classification", "regression",
@@ -20,7 +21,7 @@ REGISTRY: dict[str, Family] = {f.name: f for f in (import_module(f"readout_sdk.f
                                                    for m in _MODULES)}
 
 
-class UnknownFamily(ValueError):
+class UnknownFamily(AbiError):
     """A family name this release does not define."""
 
 
