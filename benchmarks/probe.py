@@ -2,7 +2,7 @@
 
     python benchmarks/probe.py [--budget N] [--json out.json] [--seed S] [--classes manifest,artifact,sdk]
 
-Classes (generators and the contract: tests/hostile.py, the same ones tests/test_hostile.py runs):
+Classes (generators and the contract: tests/helpers/hostile.py, the same ones tests/sdk/test_hostile.py runs):
 
   manifest  malformed manifests and model directories through `readout-export validate` (and `build` where
             validate accepts a destination)
@@ -14,7 +14,7 @@ Each outcome is REFUSED CLEARLY (a documented error), OK (a valid result) or BAD
 meaningless, a wrong exception type, a traceback, a panic, a wrong exit code). The probe prints, per class,
 tried / refused clearly / ok / bad, then up to --show distinct BAD outcomes per class (exception type, first
 line of the message, the input truncated). It builds the small artifacts it needs (SYNTHETIC tiny models
-from tests/synthetic.py, REAL all-MiniLM-L6-v2 and SPLADE from their PyPI packages; nothing is downloaded)
+from tests/helpers/synthetic.py, REAL all-MiniLM-L6-v2 and SPLADE from their PyPI packages; nothing is downloaded)
 into a temporary directory, or into --work DIR to reuse them between runs. Exit 0 unless --strict and a
 BAD outcome was found. A budget N draws N generated manifests, 2N/3 artifact mutations and N/2 inputs per
 SDK family (ten families), on top of the fixed named cases of each class.
@@ -41,8 +41,8 @@ CLASSES = ("manifest", "artifact", "sdk")
 
 
 def build_keys(keys: list[str], work: Path, say) -> dict[str, tuple[Path, Path]]:
-    """(model_dir, artifact_dir) per shared key (tests/sdk_fixtures.py SPECS), built once under ``work``."""
-    from sdk_fixtures import build_shared
+    """(model_dir, artifact_dir) per shared key (tests/helpers/sdk_fixtures.py SPECS), built once under ``work``."""
+    from helpers.sdk_fixtures import build_shared
 
     out = {}
     for key in keys:
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     set_hypothesis_home_dir(str(work / "hypothesis"))  # leave nothing in the current directory
     scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=work))
-    import hostile
+    from helpers import hostile
     import readout_sdk
 
     say(f"readout_sdk from {Path(readout_sdk.__file__).parent}")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "manifest" in classes:
             t = time.monotonic()
-            import synthetic
+            from helpers import synthetic
 
             env = hostile.ManifestEnv({"classify": built["classify"][0], "multilabel": built["multilabel"][0],
                                        "qa": built["qa"][0], "minilm": synthetic.minilm_path()}, scratch / "manifest")

@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the bundled-tritonserver launc
 
 def clients_run(url: str, model: str, requests: list[list[str]], clients: int) -> float:
     """Seconds for ``clients`` gRPC client threads to send every request (each waits for its reply)."""
-    from triton_server import fan_out, infer
+    from helpers.triton_server import fan_out, infer
 
     def client(c: int) -> int:
         return sum(len(infer(url, model, {"text": requests[i]}, "grpc")) for i in range(c, len(requests), clients))
@@ -56,7 +56,7 @@ def main() -> None:
     import readout_sdk
     from readout_parity.corpus import mixed_corpus
     from readout_sdk.families import get
-    from triton_server import ServeProcess, TritonServer, stand_in_graph
+    from helpers.triton_server import ServeProcess, TritonServer, stand_in_graph
 
     art = Path(args.artifact)
     texts = mixed_corpus(get("embedding"), args.items, seed=7)

@@ -64,7 +64,7 @@ def _fields(node: dict[str, Any], path: str, defs: dict[str, Any]) -> list[tuple
 
 
 def _families_of(path: str) -> str:
-    from readout_export.manifest import COMMON_FIELDS
+    from readout_export.planning.manifest import COMMON_FIELDS
     from readout_sdk.families import REGISTRY
 
     top = path.split(".")[0].split("[")[0]
@@ -180,10 +180,10 @@ def _signature(method: Any) -> str:
 def family_page(name: str, demos: dict[str, Any]) -> str:
     """docs/families/<name>.md from the registry: manifest fields, graph outputs, SDK call and result,
     decision, parity metrics with default budgets, evaluation metrics, and the demo."""
-    from readout_export.manifest import COMMON_FIELDS
+    from readout_export.planning.manifest import COMMON_FIELDS
     from readout_parity.checks import default_budgets
     from readout_sdk.engine import Engine
-    from readout_sdk.evaluation.tasks import task_of
+    from readout_eval.tasks import task_of
     from readout_sdk.families import REGISTRY
 
     fam = REGISTRY[name]
@@ -246,7 +246,7 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
         lines.append(f"`readout-export calibrate` can fit: {', '.join(f'`{c}`' for c in fam.calibrators)}.")
     lines += ["", "## Demo", "", "A SYNTHETIC model (random weights: the workflow is real, the answers are not):", "",
               "```bash skip: the docs fixture builds every demo, docs/quickstart.md runs each app on it and "
-              "tests/test_parity.py runs parity on every family", f"python examples/demo_models.py --build --only {name}",
+              "tests/parity/test_parity.py runs parity on every family", f"python examples/demo_models.py --build --only {name}",
               f"readout-export parity examples/demo/{name}/artifact",
               f"python examples/apps/{app} examples/demo/{name}/artifact --help", "```", ""]
     return "\n".join(lines)

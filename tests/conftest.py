@@ -9,66 +9,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the suite may reach a model hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# the split-role ledger of this run only (never the user's): `readout_sdk.evaluation.lineage`
+# the split-role ledger of this run only (never the user's): `readout_eval.lineage`
 os.environ["READOUT_EXPORT_LEDGER"] = __import__("tempfile").mkdtemp(prefix="readout-ledger-")
 # compiled-model caches of this run only (never the user's ~/.cache): `readout_sdk.compiled_cache`
 os.environ["READOUT_EXPORT_CACHE"] = __import__("tempfile").mkdtemp(prefix="readout-cache-")
 
-MEASURED: dict[str, tuple[float, str]] = {}
-
-
-def linked_copy(src: Path, dst: Path) -> Path:
-    """A copy of an artifact whose large graph files are hard links (read-only use) and whose small files
-    (readout.json, reports) are real copies, so a test may edit them without touching the shared artifact."""
-    import os
-    import shutil
-
-    def link_or_copy(a: str, b: str) -> None:
-        if a.endswith((".onnx", ".engine", ".plan")):
-            try:
-                os.link(a, b)
-                return
-            except OSError:  # another file system: a real copy
-                pass
-        shutil.copy2(a, b)
-
-    shutil.copytree(src, dst, copy_function=link_or_copy)
-    return dst
-
-
-def list_stand_in_engine(art: Path, profile, plan: bytes = b"not a real plan", target: str = "tensorrt-fp16") -> None:
-    """List a compiled TensorRT engine in ``art`` (a stand-in plan: TensorRT is not here), as compile would."""
-    from readout_sdk.artifact import sha256_file
-    from readout_sdk.engine_file import write_engine
-
-    meta = json.loads((art / "readout.json").read_text())
-    file = f"model.{target}.engine"
-    built = {"tensorrt": "10.3.0", "compute_capability": "8.7", "gpu": "Orin"}
-    write_engine(art / file, {"abi": meta["abi"], "target": target, "profiles": [profile.to_json()], **built}, plan)
-    precision = target.split("-")[1]
-    meta["targets"] = [t for t in meta["targets"] if not (t["format"] == "tensorrt" and t["precision"] == precision)]
-    meta["targets"].append({"format": "tensorrt", "precision": precision, "runtime": "tensorrt", "file": file,
-                            "sha256": sha256_file(art / file), "profile": profile.to_json(), **built})
-    meta.pop("compile", None)
-    (art / "readout.json").write_text(json.dumps(meta))
-
-
-def record_error(case: str, value: float, note: str = "") -> None:
-    """Remember the largest error measured for a case (shown in the terminal summary)."""
-    old = MEASURED.get(case, (0.0, note))
-    MEASURED[case] = (max(old[0], value), note or old[1])
-
-
-INVALIDATION: dict[str, dict] = {}
-
-
-def record_invalidation(case: str, doc: dict) -> None:
-    """Remember what `readout-export diff` said a change invalidates (shown in the terminal summary)."""
-    INVALIDATION[case] = doc
-
+from helpers.artifacts import linked_copy  # noqa: E402  (after the environment above)
+from helpers.measured import INVALIDATION, MEASURED  # noqa: E402
 
 def _invalidation_table(terminalreporter) -> None:
     caches = ("contextual_cache", "vector_cache", "raw_scores", "calibrated_scores", "decisions")
@@ -111,7 +60,7 @@ def build_artifact(tmp_path):
 @pytest.fixture(scope="session")
 def docs_artifacts(shared):
     """What the docs tell a new user to make first, made the way they say; returns the environment their
-    commands run in. The docs' ``setup`` blocks run as shown, in page order (tests/docblocks.py): the
+    commands run in. The docs' ``setup`` blocks run as shown, in page order (tests/helpers/docblocks.py): the
     MiniLM example's prepare.py and `python examples/demo_models.py --build` (one SYNTHETIC artifact per
     family under examples/demo/<family>/artifact). The quick start's MiniLM build itself is not rerun:
     examples/minilm/dist/minilm is the session's REAL MiniLM artifact (the shared "embedding" one: the
@@ -119,7 +68,7 @@ def docs_artifacts(shared):
     import shutil
     import subprocess
 
-    from docblocks import code_blocks
+    from helpers.docblocks import code_blocks
 
     root = Path(__file__).resolve().parents[1]
     bin_dir = Path(sys.executable).parent
@@ -139,8 +88,8 @@ def docs_artifacts(shared):
 
 @pytest.fixture(scope="session")
 def shared(tmp_path_factory):
-    """shared(key) -> (model_dir, artifact_dir), built once per session (see tests/sdk_fixtures.py)."""
-    from sdk_fixtures import build_shared
+    """shared(key) -> (model_dir, artifact_dir), built once per session (see tests/helpers/sdk_fixtures.py)."""
+    from helpers.sdk_fixtures import build_shared
 
     cache: dict = {}
 

@@ -14,15 +14,15 @@ from typing import Any, Callable
 from readout_sdk.abi import validate_record
 from readout_sdk.families import get as get_family
 from readout_sdk.artifact import sha256_file, write_meta
-from readout_sdk.lifecycle import derive_from
+from readout_sdk.release.lifecycle import derive_from
 from readout_sdk.staging import place, staged
 from readout_sdk.targets import FP32_GRAPH, Target
 
-from readout_export.destination import check_destination
+from readout_export.planning.destination import check_destination
 from readout_export.errors import ManifestError
-from readout_export.manifest import load_manifest
-from readout_export.plan import Plan
-from readout_export.resolve import resolve
+from readout_export.planning.manifest import load_manifest
+from readout_export.planning.plan import Plan
+from readout_export.planning.resolve import resolve
 
 Progress = Callable[[str], None]
 
@@ -111,8 +111,8 @@ def _versions() -> dict[str, str]:
 
 def assemble(plan: Plan, compact_rows: bool = True):
     """The eager torch graph a plan describes (backbone/head + readout) and its transformers core."""
-    from readout_export.graph import ReadoutGraph
-    from readout_export.loader import load_core, load_dense
+    from readout_export.graph.readout import ReadoutGraph
+    from readout_export.graph.loader import load_core, load_dense
 
     _quiet_libraries()
     tok = plan.tokenizer
@@ -132,12 +132,12 @@ def assemble(plan: Plan, compact_rows: bool = True):
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
-    from readout_export.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, example_inputs, export_onnx
+    from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, example_inputs, export_onnx
     from readout_export.targets import Production, produce
-    from readout_export.architecture import describe
-    from readout_export.tokenizer_io import save_tokenizer
-    from readout_export.record import build_record, weights_digest
-    from readout_export.weights import file_hashes, plan_digests
+    from readout_export.graph.architecture import describe
+    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.graph.weights import file_hashes, plan_digests
 
     _quiet_libraries()
     for note in plan.notes:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.artifact import Artifact, open_artifact, sha256_file
-from readout_sdk.compat import diff
-from readout_sdk.identity import Identity, digest
-from readout_sdk.lifecycle import COMPATIBILITY_FILE, derive, keep
+from readout_sdk.release.compat import diff
+from readout_sdk.release.identity import Identity, digest
+from readout_sdk.release.lifecycle import COMPATIBILITY_FILE, derive, keep
 
 from readout_export.errors import ReadoutExportError
 

@@ -4,7 +4,7 @@ manifest, without running a model, and compare it field by field with the artifa
 The derived record is what `readout-export build` would write today from the same inputs: the same
 `resolve` (manifest against the model directory), the same tokenizer file, the same classes read from
 transformers' Auto mapping, the same weight digests by tensor name. Its layered identity fields
-(`readout_sdk.identity.layer_fields`) are the semantic record; any field that differs is a FAIL naming
+(`readout_sdk.release.identity.layer_fields`) are the semantic record; any field that differs is a FAIL naming
 the field and both values. A source model that is not on this machine makes reconciliation
 NOT_EVALUATED with that reason, never a pass.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from readout_parity.checks import FAIL, NOT_EVALUATED, PASS, Check
 from readout_sdk.artifact import Artifact, sha256_file
 from readout_sdk.calibration import DECISION_KEYS, overlay
-from readout_sdk.identity import LAYERS, layer_fields
+from readout_sdk.release.identity import LAYERS, layer_fields
 
 from readout_export.errors import BuildError, ManifestError
 
@@ -93,11 +93,11 @@ def _short(value: Any, limit: int = 160) -> str:
 def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     """The record a build from ``root`` (the source model) and the kept manifest would write, derived
     without loading or running the model."""
-    from readout_export.architecture import describe
-    from readout_export.record import build_record, weights_digest
-    from readout_export.resolve import resolve_kept
-    from readout_export.tokenizer_io import save_tokenizer
-    from readout_export.weights import file_hashes, plan_digests
+    from readout_export.graph.architecture import describe
+    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.planning.resolve import resolve_kept
+    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.graph.weights import file_hashes, plan_digests
 
     plan = resolve_kept(art, root, "reconcile")
     arch = describe(plan)

@@ -18,7 +18,7 @@ REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
 
 def verify_source(art: Artifact) -> Path:
     """The source model directory, after checking every weight file against the artifact's hashes."""
-    from readout_export.record import weights_digest
+    from readout_export.graph.record import weights_digest
 
     root = Path(art.source.get("model", ""))
     if not root.is_dir():
@@ -43,7 +43,7 @@ def reference_graph(art: Artifact) -> Any:
     """The eager torch graph (backbone/head + readout) the artifact was exported from."""
     from readout_export.build import assemble
     from readout_export.errors import BuildError
-    from readout_export.resolve import resolve_kept
+    from readout_export.planning.resolve import resolve_kept
 
     root = verify_source(art)
     try:

@@ -83,7 +83,7 @@ def _identity_lines(art: Artifact) -> list[str]:
     """Release id and layer digests, the lifecycle state and what it rests on, and what a default load runs."""
     from readout_sdk.engine import select
     from readout_sdk.errors import DeviceUnavailable
-    from readout_sdk.lifecycle import derive
+    from readout_sdk.release.lifecycle import derive
 
     ident = art.identity
     if ident is None:

@@ -57,7 +57,7 @@ class Report:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     machine: str = ""
-    release_id: str | None = None  # the identity this evidence is for (readout_sdk.identity)
+    release_id: str | None = None  # the identity this evidence is for (readout_sdk.release.identity)
     reconciliation: dict[str, Any] | None = None  # the semantic record against the source (exporter)
     target_files: dict[str, str] = field(default_factory=dict)  # sha256 of each target's graph, as evaluated
 

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 from readout_parity.harness import Report
 from readout_sdk.agreement import metric_text
-from readout_sdk.lifecycle import keep
+from readout_sdk.release.lifecycle import keep
 
 
 def to_json(report: Report) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
-from readout_sdk.errors import AbiError  # noqa: F401  (public here, as it always was)
+from readout_sdk.errors import AbiError  # noqa: F401  (public here too)
 from readout_sdk.families import REGISTRY, Family, TensorSpec, UnknownFamily, get  # noqa: F401  (TensorSpec: public here too)
 
 ABI_VERSION = "readout-abi/1"

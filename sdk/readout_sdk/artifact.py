@@ -17,7 +17,7 @@ from readout_sdk.calibration import CalibrationError, graph_record_matches
 from readout_sdk.errors import SdkError, first_line
 from readout_sdk.jsonl import loads
 from readout_sdk.calibration import check as check_calibration
-from readout_sdk.identity import Identity, IdentityError
+from readout_sdk.release.identity import Identity, IdentityError
 from readout_sdk.targets.kinds import kind_of, target_name  # noqa: F401  (target_name: public here too)
 from readout_sdk.targets.target import Target
 
@@ -240,7 +240,7 @@ COMPANIONS = ("build.log",)
 def unlisted(art: Artifact) -> dict[str, str]:
     """Files in the artifact directory that readout.json does not list, and kept reports it lists with
     another sha256 (file -> why): nothing reads them, `inspect` reports them."""
-    from readout_sdk.evidence import KEPT_FILES, WHY_IGNORED, kept_status
+    from readout_sdk.release.evidence import KEPT_FILES, WHY_IGNORED, kept_status
 
     known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
     for t in art.targets:

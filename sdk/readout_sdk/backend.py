@@ -147,9 +147,9 @@ PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "open
 
 def kept_evidence(root: Path, release_id: str | None, files: dict[str, str], listing: Mapping[str, Any]) -> Evidence:
     """The artifact's kept parity and bench reports as :class:`Evidence`: this release's parity
-    (`readout_sdk.evidence.kept_parity`) measured on this kind of machine, per (target, backend) whose every
+    (`readout_sdk.release.evidence.kept_parity`) measured on this kind of machine, per (target, backend) whose every
     check passed, with bench speeds from this kind of machine; empty when there are none."""
-    from readout_sdk.evidence import kept_parity, read_kept
+    from readout_sdk.release.evidence import kept_parity, read_kept
 
     here = machine_id()
     kept, _ = kept_parity(root, release_id, files, listing)

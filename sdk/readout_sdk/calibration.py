@@ -91,7 +91,7 @@ def overlay(graph_record: Mapping[str, Any], calibration: Mapping[str, Any] | No
             decision: Mapping[str, Any]) -> dict[str, Any]:
     """The record of a calibrated artifact: ``graph_record`` (the record its graphs embed) with the
     calibration layer ``calibration`` and the decision keys ``decision`` set, its identity recomputed."""
-    from readout_sdk.identity import compute
+    from readout_sdk.release.identity import compute
 
     unknown = set(decision) - set(DECISION_KEYS)
     if unknown:

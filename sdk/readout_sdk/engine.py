@@ -26,7 +26,7 @@ from readout_sdk.batching import Prepared, Progress, chunks, regroup, run_sorted
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
-from readout_sdk.identity import Identity, cache_key
+from readout_sdk.release.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import Runner, gpu_available

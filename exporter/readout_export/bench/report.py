@@ -141,6 +141,6 @@ def plot(report: BenchReport, path: Path) -> None:
 def keep_in_artifact(report: BenchReport) -> None:
     """The artifact keeps bench.json (with the machine it was measured on); a default load() uses its speeds
     only where the manifest declared serving.min_parity (`readout_sdk.backend.choose`)."""
-    from readout_sdk.lifecycle import keep
+    from readout_sdk.release.lifecycle import keep
 
     keep(Path(report.artifact), "bench", {"machine": report.machine["id"], "rows": report.rows, "goals": report.goals})

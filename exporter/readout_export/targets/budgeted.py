@@ -15,7 +15,7 @@ from readout_sdk.backend import floor_text, machine_id
 from readout_sdk.targets import Target
 
 from readout_export.errors import ManifestError
-from readout_export.plan import Plan
+from readout_export.planning.plan import Plan
 
 REFERENCE_LABEL = "the onnx-fp32 graph on ONNX Runtime (checked against eager PyTorch by this build)"
 

@@ -3,7 +3,7 @@
 Adding a family: write its module here (outputs, inputs, decision, metrics, record shape), add it to
 ``_MODULES``, add its name to the schemas' family enums (a test checks them against REGISTRY), give
 the exporter what torch needs (``Family.head`` and ``Family.stages``; a resolver hook in
-``readout_export.family_hooks`` only if its manifest has fields of its own), budgets for its gated
+``readout_export.planning.family_hooks`` only if its manifest has fields of its own), budgets for its gated
 metrics in ``abi_specs/parity-budgets-1.json``, and tests. See docs/architecture.md.
 """
 from __future__ import annotations

@@ -126,7 +126,7 @@ class Family:
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
     calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it
-    task: ClassVar[str] = ""                      # its output object, for evaluation (readout_sdk.evaluation)
+    task: ClassVar[str] = ""                      # its output object, for evaluation (readout_eval)
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property

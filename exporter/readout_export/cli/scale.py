@@ -1,0 +1,158 @@
+"""Scale-out commands: `triton` (write a model repository), `serve` (Triton via PyTriton), `encode` (Ray Data).
+
+All three are torch-free: they need the base install plus their extra (triton, serve, ray).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import click
+
+from readout_export.cli.run import ARTIFACT_DIR, Directory, run_command
+
+
+SERVE_THREADS = "CPU threads the served engine may use in all (default: every CPU this process may run on)."
+ENCODE_THREADS = "CPU threads per Ray actor (default: the CPUs Ray assigns each actor)."
+
+
+def load_options(threads_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of `readout_sdk.load`, shared by serve and encode (``threads_help``: what --threads
+    means for this command)."""
+    return lambda fn: _with_load_options(fn, threads_help)
+
+
+def _with_load_options(fn: Callable[..., Any], threads_help: str) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--target", help="Run this target (see `readout-export inspect`); default: as load() picks."),
+        click.option("--backend", default="auto", show_default=True,
+                     type=click.Choice(["auto", "onnxruntime", "openvino", "tensorrt"])),
+        click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
+        click.option("--streams", type=click.IntRange(min=1), help="Batches run at once (default: the backend's choice)."),
+        click.option("--threads", type=click.IntRange(min=1), help=threads_help),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _load_kwargs(target: str | None, backend: str, device: str, streams: int | None,
+                 threads: int | None) -> dict[str, Any]:
+    return {"target": target, "backend": backend, "device": device, "streams": streams, "threads": threads}
+
+
+@click.command()
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--repo", required=True, type=Directory(), help="Model repository directory to write into.")
+@click.option("--name", help="Model name (default: the artifact's name); the compiled graph is NAME_graph.")
+@click.option("--target", help="ONNX Runtime target or compiled TensorRT engine to serve (default: onnx-fp32).")
+@click.option("--max-batch-size", type=click.IntRange(min=1),
+              help="Graph model's max_batch_size (default: 64, or the engine profile's max).")
+@click.option("--force", is_flag=True, help="Replace models of the same name in the repository.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def triton(artifact: str, repo: str, name: str | None, target: str | None, max_batch_size: int | None, force: bool,
+           debug: bool) -> None:
+    """Write a Triton model repository for ARTIFACT: the compiled graph (onnxruntime_onnx or tensorrt_plan)
+    and a Python-backend model that takes text and returns typed JSON, the ABI record in both configs."""
+    from readout_export.triton_repo import write_repository
+
+    r = run_command(debug, False, lambda: write_repository(artifact, repo, name, target, max_batch_size, force))
+    click.echo(f"wrote {r.repo}: {r.text_model} (python: text in, JSON out) -> {r.graph_model} "
+               f"({r.platform}, {r.target}, max_batch_size {r.max_batch_size})")
+    click.echo(f"  serve:  tritonserver --model-repository {r.repo}  (readout-export must be installed in the "
+               "Python backend's environment)")
+
+
+@click.command()
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--name", help="Model name clients call (default: the artifact's name).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--http-port", default=8000, show_default=True)
+@click.option("--grpc-port", default=8001, show_default=True)
+@click.option("--metrics-port", default=8002, show_default=True)
+@click.option("--max-batch-size", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Rows Triton's dynamic batcher may merge.")
+@click.option("--max-queue-delay-us", default=2000, show_default=True, help="How long Triton waits to fill a batch.")
+@click.option("--log-file", type=click.Path(dir_okay=False), help="Triton's log (default: this terminal).")
+@load_options(SERVE_THREADS)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
+          max_batch_size: int, max_queue_delay_us: int, log_file: str | None, target: str | None, backend: str,
+          device: str, streams: int | None, threads: int | None, debug: bool) -> None:
+    """Serve ARTIFACT with Triton Inference Server (PyTriton) until interrupted.
+
+    Clients use tritonclient (HTTP or gRPC): BYTES inputs named after the family's fields (text; query and
+    document; question and context; question and choices as a JSON list), BYTES output `result` with one
+    JSON record per row. Dynamic batching merges concurrent requests.
+    """
+    import readout_sdk
+    from readout_sdk.families import get
+    from readout_sdk.serving.serve import ServeOptions, run
+    from readout_sdk.serving.triton_model import model_name
+
+    engine = run_command(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
+    options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
+    fields = ", ".join(get(engine.family).fields)
+
+    def ready() -> None:
+        click.echo(f"serving {model_name(engine.abi, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
+                   f"at http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result "
+                   "(JSON)", err=True)
+
+    run_command(debug, False, lambda: run(engine, options, name, ready))
+
+
+@click.command()
+@click.argument("artifact", type=ARTIFACT_DIR)
+@click.option("--input", "source", required=True, type=click.Path(dir_okay=False),
+              help="A .jsonl or .parquet file, one row per input.")
+@click.option("--output", required=True, type=Directory(), help="Directory for the Parquet files.")
+@click.option("--column", "columns", multiple=True,
+              help="Column holding the text (default: text); for pair families FIELD=COLUMN, e.g. query=q.")
+@click.option("--prefix", default="", help="Prefix for the output columns (when an input column has their name).")
+@click.option("--address", help="Ray cluster to use (e.g. auto, ray://host:10001); default: start a local one.")
+@click.option("--num-cpus", type=int, help="CPUs of the local cluster (default: all).")
+@click.option("--actors", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Ray actors, each loading the artifact once (on one machine, 1 actor uses every core).")
+@click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True),
+              help="CPUs Ray reserves per actor (default 1). Runtime threads: on a local cluster its CPUs shared "
+                   "out among the actors, with --address the reserved CPUs (or --threads).")
+@click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1),
+              help="Rows per actor call (sorted by length within the call).")
+@load_options(ENCODE_THREADS)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, address: str | None,
+           num_cpus: int | None, actors: int, cpus_per_actor: float | None, batch_size: int, target: str | None,
+           backend: str, device: str, streams: int | None, threads: int | None, as_json: bool, debug: bool) -> None:
+    """Encode a JSONL or Parquet file with ARTIFACT on Ray Data; write Parquet files (every input column
+    kept, the typed outputs appended: vectors, labels, entities...)."""
+    from readout_sdk.serving.ray import encode_file
+
+    mapping = _column_mapping(columns)
+    result = run_command(debug, as_json, lambda: encode_file(
+        artifact, source, output, mapping, prefix, address, actors, cpus_per_actor, batch_size,
+        num_cpus=num_cpus, **_load_kwargs(target, backend, device, streams, threads)))
+    if as_json:
+        click.echo(json.dumps({"ok": True, "rows": result.rows, "output": str(result.output),
+                               "files": list(result.files), "seconds": round(result.seconds, 3)}))
+    else:
+        click.echo(f"encoded {result.rows} rows into {result.output} ({len(result.files)} Parquet files) "
+                   f"in {result.seconds:.1f}s ({result.rows / max(result.seconds, 1e-9):.1f} rows/s)")
+
+
+def _column_mapping(columns: tuple[str, ...]) -> dict[str, str] | None:
+    """--column text_col  or  --column field=col (repeatable) -> {field: column}."""
+    if not columns:
+        return None
+    mapping: dict[str, str] = {}
+    for c in columns:
+        field, sep, col = c.partition("=")
+        if not sep:
+            if len(columns) > 1:
+                raise click.BadParameter("give FIELD=COLUMN for each field when naming several", param_hint="--column")
+            return {"text": c}
+        mapping[field] = col
+    return mapping
+
+
+COMMANDS = (triton, serve, encode,)

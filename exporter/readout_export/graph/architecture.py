@@ -1,0 +1,45 @@
+"""What transformers classes a plan exports, read from its config without loading weights.
+
+The build records these, and reconciliation re-derives them from the source model the same way, so the
+two can only disagree when the source changed.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from readout_sdk.families import get as get_family
+
+from readout_export.errors import ManifestError
+from readout_export.planning.plan import Plan
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The backbone class, the head class (None: a bare backbone), the prefix that separates backbone
+    tensors from head tensors by name, and whether the backbone takes token type ids."""
+
+    backbone: str
+    head: str | None
+    prefix: str | None
+    token_types: bool
+    width: int  # the contextual rows' width (config.hidden_size)
+
+
+def describe(plan: Plan) -> Architecture:
+    """The classes ``plan`` loads: transformers' own Auto mapping for the family's Auto class."""
+    import transformers
+
+    spec = get_family(plan.family)
+    config = transformers.AutoConfig.from_pretrained(str(plan.source.transformer_dir), local_files_only=True)
+    try:
+        base = transformers.AutoModel._model_mapping[type(config)]
+        cls = getattr(transformers, spec.head.auto_class)._model_mapping[type(config)]
+    except KeyError:
+        raise ManifestError("$.model", f"{plan.source.model_type or 'this architecture'} has no "
+                                       f"{spec.head.auto_class} in transformers {transformers.__version__}") from None
+    params = inspect.signature(base.forward).parameters
+    token_types = "token_type_ids" in params and int(plan.source.config.get("type_vocab_size", 0) or 0) > 1
+    bare = spec.head.auto_class == "AutoModel"
+    return Architecture(base.__name__, None if bare else cls.__name__, None if bare else cls.base_model_prefix,
+                        token_types, int(config.hidden_size))

@@ -1,0 +1,117 @@
+"""Trace a ReadoutGraph to ONNX with the ABI's names and axes, and embed the ABI record."""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from readout_sdk.abi import METADATA_KEY
+from readout_sdk.families import get as get_family
+
+from readout_export.errors import BuildError
+from readout_export.graph.readout import ReadoutGraph
+
+SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
+SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
+                ("Why?", "Because shape is not meaning.")]
+
+
+def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool) -> dict[str, torch.Tensor]:
+    """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice)."""
+    from readout_sdk.batching import Prepared, make_feed
+
+    spec = get_family(family)
+    if spec.input_kind == "choices":
+        parts = [Prepared(tuple(backend.encode(q, c) for _ in range(2)), False) for q, c in SAMPLE_PAIRS]
+    elif spec.input_kind == "pair":
+        parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
+    else:
+        parts = [Prepared((backend.encode(t),), False) for t in SAMPLE_TEXTS]
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else [])
+    feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")
+    return {k: torch.from_numpy(v) for k, v in feed.items()}
+
+
+def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path, record: dict[str, Any],
+                opset: int, max_length: int) -> None:
+    """Export ``graph`` to ``path`` with dynamic batch/sequence (and choices) axes and the record embedded."""
+    import onnx
+
+    spec = get_family(record["family"])
+    dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
+            "choices": torch.export.Dim("choices", min=1, max=1 << 10),
+            "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
+    dynamic = {name: {i: dims[a] for i, a in enumerate(spec.input_axes)} for name in inputs}
+    output_names = [o["name"] for o in record["outputs"]]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(graph, tuple(inputs.values()), str(path), dynamo=True, external_data=False,
+                              input_names=list(inputs), output_names=output_names, dynamic_shapes=dynamic,
+                              opset_version=opset, verbose=False)
+        except Exception as e:  # torch.export raises many kinds; report the first line as a build failure
+            raise BuildError(f"ONNX export failed for {record['contextual_state']['architecture']}: "
+                             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    model = onnx.load(str(path))
+    _name_axes(model, record)
+    meta = {p.key: p for p in model.metadata_props}
+    entry = meta.get(METADATA_KEY) or model.metadata_props.add()
+    entry.key = METADATA_KEY
+    entry.value = json.dumps(record, sort_keys=True)
+    model.producer_name = "readout-export"
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def _name_axes(model: Any, record: dict[str, Any]) -> None:
+    """Give graph inputs/outputs the ABI's axis names (dynamic) or sizes (release constants)."""
+    specs = {t["name"]: t for t in record["inputs"] + record["outputs"]}
+    for value in list(model.graph.input) + list(model.graph.output):
+        t = specs.get(value.name)
+        if t is None:
+            continue
+        shape = t.get("shape") or [None] * len(t["axes"])
+        for dim, axis, size in zip(value.type.tensor_type.shape.dim, t["axes"], shape):
+            if size is None:
+                dim.dim_param = axis
+            else:
+                dim.dim_value = int(size)
+
+
+EXPORT_TOLERANCE = 1e-3  # max abs difference of the exported fp32 graph from eager on the example batch
+
+
+def check_export(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path, names: list[str]) -> float:
+    """Run the exported file on the example batch with onnxruntime; return max abs error against eager."""
+    import onnxruntime as ort
+
+    with torch.no_grad():
+        eager = graph(**inputs)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(names, {k: v.numpy() for k, v in inputs.items()})
+    worst = 0.0
+    for name, e, g in zip(names, eager, got):
+        e = e.numpy()
+        if e.shape != g.shape:
+            raise BuildError(f"exported output {name} has shape {g.shape}, eager has {e.shape}")
+        if not np.array_equal(np.isnan(e), np.isnan(g)):
+            raise BuildError(f"exported output {name} has NaN where eager has none (or the reverse)")
+        worst = max(worst, float(np.nanmax(np.abs(e.astype(np.float64) - g))) if e.size else 0.0)
+    if worst > EXPORT_TOLERANCE:
+        raise BuildError(f"exported graph differs from eager PyTorch by {worst:.3g} on the example batch")
+    return worst
+
+
+def check_runs(path: Path, inputs: dict[str, torch.Tensor], names: list[str]) -> None:
+    """A reduced-precision graph must load, run and return finite outputs of the ABI's shapes."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for name, value in zip(names, session.run(names, {k: v.numpy() for k, v in inputs.items()})):
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise BuildError(f"{path.name}: output {name} is not finite on the example batch")

@@ -1,0 +1,94 @@
+"""Assemble the `readout-abi/1` record for a plan: the meaning of every graph output."""
+from __future__ import annotations
+
+import hashlib
+import platform
+from pathlib import Path
+from typing import Any
+
+from readout_sdk.abi import ABI_VERSION
+from readout_sdk.families import get as get_family
+from readout_sdk.release.identity import compute as compute_identity
+
+from readout_export import __version__
+from readout_export.graph.architecture import Architecture
+from readout_export.planning.plan import Plan
+from readout_export.graph.tokenizer_io import TokenizerInfo
+
+def weights_digest(files: list[tuple[str, str]]) -> str:
+    """One sha256 over (name, sha256) pairs of every weight file, in name order."""
+    h = hashlib.sha256()
+    for name, digest in sorted(files):
+        h.update(f"{name}:{digest}\n".encode())
+    return h.hexdigest()
+
+
+def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], arch: Architecture,
+                 weights: dict[str, Any], weights_sha256: str, tokenizer_sha256: str,
+                 source_tokenizer_sha256: str | None, versions: dict[str, str]) -> dict[str, Any]:
+    """Return the record embedded in every graph and in readout.json, its layered identity included
+    (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`)."""
+    spec = get_family(plan.family)
+    width, token_types, architecture, head = arch.width, arch.token_types, arch.backbone, arch.head
+    inputs = [{"name": "input_ids", "dtype": "int64", "axes": list(spec.input_axes)},
+              {"name": "attention_mask", "dtype": "int64", "axes": list(spec.input_axes)}]
+    if token_types:
+        inputs.append({"name": "token_type_ids", "dtype": "int64", "axes": list(spec.input_axes)})
+    outputs = []
+    for o in spec.outputs_for(plan.long_inputs):
+        shape = [out_dims.get(a) for a in o.axes]
+        outputs.append({"name": o.name, "dtype": o.dtype, "axes": list(o.axes), "shape": shape})
+    roles = spec.pair_roles
+    record: dict[str, Any] = {
+        "abi_version": ABI_VERSION,
+        "family": plan.family,
+        "name": plan.manifest.data.get("name") or Path(plan.manifest.data["model"]).name,
+        "inputs": inputs,
+        "outputs": outputs,
+        "input": {
+            "max_length": plan.max_length,
+            "truncation": {"side": plan.truncation_side, "strategy": plan.truncation_strategy},
+            "pair": {"first": roles[0], "second": roles[1]} if roles else None,
+            "padding_sides": ["left", "right"],
+            "pad_token_id": tok.pad_id,
+            "special_token_ids": tok.special_ids,
+            "all_special_ids": tok.all_special_ids,
+            "token_type_ids": token_types,
+            "tokenizer_file": "tokenizer.json",
+            "prompts": plan.source.prompts,
+            "long_inputs": plan.long_inputs,
+        },
+        "contextual_state": {
+            "layer": -1,
+            "width": width,
+            "architecture": architecture,
+            "model_type": plan.source.model_type,
+            "positions": "rank_among_valid_rows",
+            "dtype": "float32",
+        },
+        "readout": _readout(plan, head, tok),
+        "output": spec.output_section(plan, out_dims),
+        "provenance": {
+            "weights_sha256": weights_sha256,
+            "tokenizer_sha256": tokenizer_sha256,
+            "source_tokenizer_sha256": source_tokenizer_sha256,
+            "exporter": f"readout-export {__version__}",
+            "torch": versions["torch"],
+            "transformers": versions["transformers"],
+            "onnx": versions["onnx"],
+            "opset": plan.opset,
+            "python": platform.python_version(),
+        },
+    }
+    record["identity"] = compute_identity(record, weights)
+    return record
+
+
+def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]:
+    # the ids the tokenizer inserts: excluded from content rows, and how readers spot empty texts
+    readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero",
+                               "content_excluded_ids": tok.inserted_ids}
+    readout |= get_family(plan.family).readout_section(plan)
+    if head is not None:
+        readout["head"] = head
+    return readout

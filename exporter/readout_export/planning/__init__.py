@@ -1,0 +1,4 @@
+"""Planning: a manifest (`manifest`) checked against what its model directory declares (`source`) into
+one resolved build plan (`resolve`, `plan`), every problem reported with its JSON path (`problems`), the
+output directory checked before anything is written (`destination`), and the per-family hooks planning
+and the graph need (`family_hooks`)."""

@@ -1,0 +1,57 @@
+"""The resolved build plan: a manifest combined with what its model directory declares."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readout_sdk.targets import Target
+
+from readout_export.errors import ManifestError
+from readout_export.planning.manifest import Manifest
+from readout_export.planning.source import DenseSpec, ModelSource
+
+
+@dataclass
+class Plan:
+    """Everything a build needs, resolved and checked."""
+
+    manifest: Manifest
+    source: ModelSource
+    family: str
+    max_length: int
+    truncation_side: str
+    truncation_strategy: str
+    pooling: list[str] | None = None
+    rows: str = "attention"
+    normalize: str = "none"
+    dense: list[DenseSpec] = field(default_factory=list)
+    labels: list[str] | None = None
+    thresholds: list[float] | None = None
+    score_type: str | None = None
+    null_policy: str | None = None
+    stride: int | None = None
+    targets: list[Target] = field(default_factory=list)
+    opset: int = 18
+    notes: list[str] = field(default_factory=list)
+    tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known
+    long_inputs: dict[str, Any] = field(default_factory=lambda: {"policy": "truncate"})
+    min_parity: dict[str, float] | None = None  # what a default load may trade (None: the most precise target)
+
+    @property
+    def output_dir(self) -> Path:
+        return self.manifest.output_dir
+
+
+def agree(jpath: str, declared: Any, stated: Any, where: str) -> Any:
+    """Return the declared value; the manifest may restate it only if equal."""
+    if stated is not None and declared is not None and stated != declared:
+        raise ManifestError(jpath, f"manifest says {stated!r} but {where} declares {declared!r}")
+    return declared if declared is not None else stated
+
+
+def pooling_list(stated: Any) -> list[str] | None:
+    """A manifest's pooling as a list (one mode may be written as a string)."""
+    if stated is None:
+        return None
+    return [stated] if isinstance(stated, str) else list(stated)

@@ -1,0 +1,328 @@
+"""Combine a manifest with what the model directory declares into one resolved build plan.
+
+Rules: a value the model directory declares may be restated in the manifest only if equal;
+derived values (widths, class counts) are never taken from the manifest; anything ambiguous is
+refused rather than guessed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+from readout_sdk.families import get as get_family
+from readout_sdk.agreement import out_of_range
+from readout_sdk.targets import KINDS, Target, kind_of, onnx_source
+from readout_sdk.targets import target_name as _name
+from readout_sdk.targets.kinds import MANIFEST_FIELDS
+
+from readout_export.errors import ManifestError
+from readout_export.planning.family_hooks import readout_hook
+from readout_export.planning.manifest import Manifest
+from readout_export.planning.plan import Plan, agree as _agree
+from readout_export.planning.problems import Problems
+from readout_export.planning.source import ModelSource, config_int, read_source
+
+# Models whose position table is offset by padding_idx + 1 (positions start after the pad id).
+OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer"}
+GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
+
+
+def position_limit(source: ModelSource) -> int | None:
+    """Longest sequence the model's position table admits (None: the config states no table)."""
+    table = config_int(source, "max_position_embeddings")
+    if table is None:
+        return None
+    if source.model_type in OFFSET_POSITIONS:
+        return table - (config_int(source, "pad_token_id") or 1) - 1
+    return table
+
+
+def resolve(manifest: Manifest, every: bool = False) -> Plan:
+    """Check ``manifest`` against its model directory and return the build plan. ``every``: go on past
+    a problem and report every independent one at once (a ManifestProblems), as `validate` does."""
+    data = manifest.data
+    family = manifest.family
+    spec = get_family(family)
+    problems = Problems(every)
+    model_dir = problems.check(lambda: manifest.model_dir)
+    out = problems.check(lambda: manifest.output_dir)
+    if model_dir is not None and out is not None and (out == model_dir or model_dir in out.parents):
+        problems.add(ManifestError("$.output_dir", f"{out} is inside the model directory {model_dir}; "
+                                                   "choose a directory outside it"))
+    if model_dir is None:
+        problems.raise_any()
+    source = problems.check(lambda: read_source(model_dir))
+    if source is None:  # nothing below can be checked without the model directory
+        problems.raise_any()
+    plan = Plan(manifest, source, family, 0, "right", spec.truncation_strategy)
+
+    def side() -> None:
+        plan.truncation_side = _agree("$.truncation.side", source.truncation_side,
+                                      data.get("truncation", {}).get("side"),
+                                      "tokenizer_config.json (truncation_side)") or "right"
+
+    def modules() -> None:
+        if not spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
+            raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
+                                           f"{source.st_modules[1:]} on top; export it as an embedding instead")
+
+    def problem_type() -> None:
+        declared = source.config.get("problem_type")
+        if spec.problem_type is not None and declared is not None and declared != spec.problem_type:
+            raise ManifestError("$.family", f"family {family} needs problem_type {spec.problem_type!r}, "
+                                            f"but config.json declares {declared!r}")
+
+    hook = readout_hook(family)
+    steps = [("side", side, ()), ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
+             ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
+             ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
+             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis else None, ()),
+             ("modules", modules, ()),
+             ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
+             ("problem_type", problem_type, ()),
+             ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
+              if "thresholds" in spec.manifest_fields else None, ("labels",)),
+             ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
+             ("tokenizer", lambda: _resolve_tokenizer(plan), ("side", "max_length", "hook")),
+             ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
+              else None, ("max_length", "tokenizer", "hook")),
+             ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
+              if "min_parity" in data.get("serving", {}) else None, ()),
+             ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
+             ("evaluation", lambda: _check_evaluation(plan.family, data.get("evaluation") or {}), ())]
+    for name, step, needs in steps:
+        if step is not None:
+            problems.check(step, name, needs)
+    problems.raise_any()
+    return plan
+
+
+def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:
+    if plan.score_type is None and allowed:
+        plan.score_type = allowed[0]
+
+
+def _check_evaluation(family: str, section: dict[str, Any]) -> None:
+    """Gates name metrics the family's task reports, in the form `evaluate` reads (checked before any build)."""
+    from readout_eval.gates import Gate, GateError
+    from readout_eval.tasks import task_of
+
+    known = task_of(get_family(family)).metric_names
+    for key in ("gates", "slice_gates"):
+        for k, text in enumerate(section.get(key, [])):
+            try:
+                gate = Gate.parse(text, f"$.evaluation.{key}[{k}]", known)
+            except GateError as e:
+                path, _, why = str(e).partition(": ")
+                raise ManifestError(path, why) from None
+            if key == "slice_gates" and gate.slice is not None:
+                raise ManifestError(f"$.evaluation.{key}[{k}]", "a slice gate applies to every slice; drop the [SLICE]")
+
+
+def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
+    """The plan of the build manifest artifact ``art`` keeps (``readout.json["build"]["manifest"]``),
+    resolved again against the source model directory ``root``: what the eager reference and
+    reconciliation rebuild from. Its output_dir is a hidden sibling named for ``purpose``, never written."""
+    from readout_export.errors import BuildError
+    from readout_export.planning.manifest import Manifest
+
+    data = dict(art.extra.get("build", {}).get("manifest") or {})
+    if not data:
+        raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
+    data["model"] = str(root)
+    data["output_dir"] = str(art.path.parent / f".{art.path.name}.{purpose}")
+    return resolve(Manifest(data, art.path / "manifest.json"))
+
+
+def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
+    """Budget overrides name metrics the family measures (a typo would silently gate nothing)."""
+    for precision, metrics in budgets.items():
+        _check_metrics(family, metrics, f"$.parity.{precision}", bounded=True)
+
+
+def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bool = False) -> None:
+    """Metric names the family measures (with a did-you-mean) and values within each metric's range;
+    ``bounded``: values are {"min"|"max": value} as in the parity section, else plain numbers."""
+    import difflib
+
+    spec = get_family(family)
+    known = (*spec.metric_names, *spec.raw_metric_names)
+    for metric, bound in metrics.items():
+        if metric not in known:
+            near = difflib.get_close_matches(metric, known, 1)
+            raise ManifestError(f"{where}.{metric}", f"{family} measures {list(known)}"
+                                + (f"; did you mean {near[0]!r}?" if near else ""))
+        for side, value in (bound.items() if bounded else [("", bound)]):
+            why = out_of_range(metric, value)
+            if why:
+                raise ManifestError(f"{where}.{metric}" + (f".{side}" if side else ""), why)
+
+
+def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
+    _check_metrics(plan.family, floor, "$.serving.min_parity")  # non-finite numbers never get this far
+    plan.min_parity = {k: float(v) for k, v in floor.items()}
+
+
+def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:
+    if spec["policy"] == "truncate":
+        extra = sorted(set(spec) - {"policy"})
+        if extra:
+            raise ManifestError(f"$.long_inputs.{extra[0]}", "applies only to policy 'windows'")
+        plan.long_inputs = {"policy": "truncate"}
+        return
+    allowed = get_family(plan.family).aggregations
+    if "aggregation" not in spec:
+        raise ManifestError("$.long_inputs.aggregation", f"windows need a declared aggregation: one of {list(allowed)}")
+    if spec["aggregation"] not in allowed:
+        raise ManifestError("$.long_inputs.aggregation", f"expected one of {list(allowed)} for {plan.family}, "
+                                                         f"got {spec['aggregation']!r}")
+    stride = int(spec.get("stride", plan.max_length // 4))
+    if stride >= plan.max_length // 2:
+        raise ManifestError("$.long_inputs.stride", f"expected less than half of max_length "
+                                                    f"({plan.max_length // 2}), got {stride}")
+    if spec["aggregation"] == "token_mean" and (plan.pooling != ["mean"] or plan.dense):
+        raise ManifestError("$.long_inputs.aggregation", "token_mean merges the rows a plain mean pools, across "
+                                                         f"windows; this readout pools {plan.pooling} with "
+                                                         f"{len(plan.dense)} Dense layer(s) after it: use 'mean'")
+    plan.long_inputs = {"policy": "windows", "stride": stride, "aggregation": spec["aggregation"]}
+
+
+def _resolve_tokenizer(plan: Plan) -> None:
+    from readout_export.graph.tokenizer_io import load_tokenizer
+
+    plan.tokenizer = load_tokenizer(plan.source.tokenizer_dir, plan.max_length, plan.truncation_side,
+                                    plan.truncation_strategy)
+    if plan.pooling and "cls" in plan.pooling and not plan.tokenizer.leading_special:
+        raise ManifestError("$.readout.pooling", "'cls' reads the special token the tokenizer puts first, but this "
+                                                 "tokenizer puts none there; use 'first_valid' or 'last_token'")
+
+
+def _resolve_max_length(plan: Plan, stated: int | None) -> None:
+    source = plan.source
+    value = _agree("$.max_length", source.st_max_length, stated,
+                   "the sentence-transformers config (max_seq_length)")
+    limit = position_limit(source)
+    if value is None:
+        value = min(x for x in (limit, source.tokenizer_max_length, 512) if x)
+        plan.notes.append(f"max_length not stated; using {value}")
+    if limit is not None and value > limit:
+        raise ManifestError("$.max_length", f"{value} exceeds the model's position table ({limit} positions)")
+    if source.tokenizer_max_length is not None and value > source.tokenizer_max_length:
+        raise ManifestError("$.max_length", f"{value} exceeds the tokenizer's model_max_length "
+                                            f"({source.tokenizer_max_length})")
+    plan.max_length = int(value)
+
+
+def _resolve_targets(plan: Plan, stated: list[dict[str, Any]] | None) -> None:
+    """The manifest's targets as `Target`s of known kinds, each checked against what its kind takes; then
+    the ONNX graphs the device-compiled kinds are compiled from (and the fp32 graph, their torch-free
+    parity reference), added where the manifest does not list them."""
+    stated = stated or [{"format": "onnx", "precision": "fp32"}]
+    resolved: list[Target] = []
+    for i, entry in enumerate(stated):
+        kind = kind_of(entry["format"], entry["precision"], entry.get("runtime"))
+        name = _name(entry["format"], entry["precision"], entry.get("runtime"))
+        if kind is None:
+            raise ManifestError(f"$.targets[{i}]", f"{name} is not built by this release (supported: "
+                                                   f"{', '.join(sorted(KINDS))})")
+        if any(t.kind == kind for t in resolved):
+            raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
+        resolved.append(_resolve_target(plan, i, entry, kind))
+    for t in [t for t in resolved if t.kind.tensorrt_source]:
+        for source in (onnx_source(t.kind), KINDS["onnx-fp32"]):
+            if not any(s.kind == source for s in resolved):
+                resolved.append(Target.from_manifest({"format": source.format, "precision": source.precision,
+                                                      "runtime": source.runtime,
+                                                      **({"isa": source.isas[0]} if source.isas else {})}))
+    for i, t in enumerate(resolved):
+        missing = [m for m in t.kind.needs if importlib.util.find_spec(m) is None]
+        if missing:
+            where = f"$.targets[{i}]" if i < len(stated) else "$.targets"
+            source = "" if i < len(stated) else " (the source of a tensorrt target)"
+            raise ManifestError(where, f"{t.name}{source} is built with {', '.join(missing)}, which is not installed: "
+                                       "pip install 'readout-export[openvino]'")
+    plan.targets = resolved
+
+
+def _owners(field: str) -> str:
+    """The kinds that take a manifest field, as a person says it: a whole format ('tensorrt'), a format and
+    precision ('onnx int8'), or their names."""
+    owners = {k for k in KINDS.values() if field in k.manifest_fields}
+    for group in ([(k.format,) for k in owners], [(k.format, k.precision) for k in owners]):
+        if len(set(group)) == 1 and owners == {k for k in KINDS.values() if (k.format, k.precision)[:len(group[0])]
+                                                == group[0]}:
+            return " ".join(group[0])
+    return " / ".join(sorted(k.name for k in owners))
+
+
+_FIELD_OWNERS = {f: _owners(f) for f in MANIFEST_FIELDS}
+
+
+def _resolve_target(plan: Plan, i: int, entry: dict[str, Any], kind: Any) -> Target:
+    """One manifest target, checked against its kind: the fields it takes (isa, budget, profile), the
+    ones it needs, and each field's value."""
+    for f in MANIFEST_FIELDS:
+        if f in entry and f not in kind.manifest_fields:
+            raise ManifestError(f"$.targets[{i}].{f}", f"{f} applies to {_FIELD_OWNERS[f]} targets only")
+    if "budget" in kind.manifest_fields and "budget" not in entry:
+        raise ManifestError(f"$.targets[{i}].budget", f"{kind.name} needs a budget, e.g. {{\"min_cosine\": 0.999}}")
+    fields: dict[str, Any] = {}
+    if "budget" in entry:
+        _check_metrics(plan.family, entry["budget"], f"$.targets[{i}].budget")
+        fields["budget"] = {m: float(v) for m, v in entry["budget"].items()}
+    if "profile" in kind.manifest_fields:
+        from readout_sdk.profiles import derive_profile
+
+        try:
+            fields["profile"] = derive_profile(entry.get("profile"), plan.max_length, plan.family).to_json()
+        except ValueError as e:
+            raise ManifestError(f"$.targets[{i}].{str(e).split(':')[0]}", str(e).split(": ", 1)[1]) from None
+    if kind.isas:
+        isa = entry.get("isa", kind.isas[0])
+        if isa not in kind.isas:
+            takes = " / ".join(f"{k.runtime} {k.precision}" for k in KINDS.values() if isa in k.isas)
+            raise ManifestError(f"$.targets[{i}].isa", f"{isa} takes the {takes} recipe; {kind.name} tunes for "
+                                                       f"{', '.join(kind.isas)}: drop runtime or the isa")
+        fields["isa"] = isa
+    return Target(kind.format, kind.precision, kind.file, "", kind.runtime, **fields)
+
+
+def target_name(t: Target | dict[str, Any]) -> str:
+    """The artifact's name for a manifest target (the SDK's rule)."""
+    if isinstance(t, Target):
+        return t.name
+    return _name(t["format"], t["precision"], t.get("runtime"))
+
+
+def _resolve_labels(plan: Plan, data: dict[str, Any]) -> None:
+    declared = plan.source.labels()
+    width = len(declared) if declared else config_int(plan.source, "num_labels", 2)
+    generic = declared is None or all(GENERIC_LABEL.match(x) for x in declared)
+    stated = data.get("labels")
+    if stated is not None:
+        if len(set(stated)) != len(stated):
+            dup = sorted({x for x in stated if stated.count(x) > 1})
+            raise ManifestError("$.labels", f"labels repeat: {dup}")
+        if len(stated) != width:
+            raise ManifestError("$.labels", f"{len(stated)} labels but the head has {width} outputs")
+        if not generic and stated != declared:
+            raise ManifestError("$.labels", f"manifest says {stated} but config.json id2label declares {declared}")
+        plan.labels = list(stated)
+    else:
+        plan.labels = list(declared) if declared else [f"LABEL_{i}" for i in range(width)]
+        if generic:
+            plan.notes.append("label names are generic (LABEL_i): state 'labels' to name them")
+
+
+def _resolve_thresholds(plan: Plan, thresholds: Any) -> None:
+    n = len(plan.labels or [])
+    values = [float(thresholds)] * n if isinstance(thresholds, (int, float)) else [float(t) for t in thresholds]
+    if len(values) != n:
+        raise ManifestError("$.thresholds", f"{len(values)} thresholds for {n} labels")
+    for i, v in enumerate(values):
+        if not 0.0 < v < 1.0:
+            raise ManifestError(f"$.thresholds[{i}]" if not isinstance(thresholds, (int, float)) else "$.thresholds",
+                                f"expected a probability strictly between 0 and 1, got {v}")
+    plan.thresholds = values

@@ -1,0 +1,70 @@
+"""What a first hour trips on (issue 17): numbers formatted for people, reports that explain themselves,
+messages that name the file and the fix. Models: all-MiniLM-L6-v2 (REAL, the shared artifact) and a
+SYNTHETIC tiny classifier."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from helpers.artifacts import linked_copy
+from readout_export.cli import main
+
+
+@pytest.mark.parametrize("metric,value,shown", [
+    ("min_cosine", 1.0, "1"),
+    ("min_cosine", 0.9999996, "0.9999996"),      # six decimals would print a misleading 1.000000
+    ("min_cosine", 0.999996, "0.999996"),
+    ("argmax_agreement", 0.984375, "0.984375"),
+    ("mean_cosine", 0.5, "0.500000"),
+    ("max_rel_error", 912.338, "912"),
+    ("max_abs_error", 0.000123456, "0.000123"),
+])
+def test_metric_text_never_rounds_a_near_one_similarity_to_one(metric, value, shown):
+    from readout_sdk.agreement import metric_text
+
+    assert metric_text(metric, value) == shown
+
+
+def test_parity_table_formats_cosines_and_explains_the_ungated_section():
+    from readout_parity.checks import Check
+    from readout_parity.harness import Report
+    from readout_parity.report import table
+
+    report = Report("art", "embedding", {"source": "built-in", "items": 3, "min_tokens": 4, "max_tokens": 9,
+                                         "max_length": 16, "reference": "eager"},
+                    {"padding_sides": ["left", "right"], "batch_widths": [1, 7]},
+                    [Check("onnx-int8", "CPUExecutionProvider", "min_cosine", ">= 0.97", 0.9999996, "PASS", "eager")],
+                    [{"target": "onnx-int8", "provider": "CPUExecutionProvider", "metric": "max_rel_error",
+                      "measured": 912.338, "worst_case": "left padding, batch 7", "gated": False}])
+    text = table(report)
+    assert "0.9999996" in text and " 1 " not in text
+    assert "912" in text and "912.338" not in text
+    assert "near zero" in text and "neither pass nor fail" in text
+
+
+def test_inspect_names_the_artifact_when_its_tokenizer_is_missing(shared, tmp_path):
+    art = linked_copy(shared("classify")[1], tmp_path / "art")
+    (art / "tokenizer.json").unlink()
+    result = CliRunner().invoke(main, ["inspect", str(art)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {art / 'tokenizer.json'}: listed in readout.json but missing"
+
+
+def test_threads_help_says_what_threads_mean_for_each_command():
+    serve = CliRunner().invoke(main, ["serve", "--help"]).stdout
+    encode = CliRunner().invoke(main, ["encode", "--help"]).stdout
+    threads = [" ".join(text.split("\n  --threads", 1)[1].split("--", 1)[0].split()) for text in (serve, encode)]
+    assert "Ray" not in threads[0] and "served engine" in threads[0], threads[0]
+    assert "per Ray actor" in threads[1], threads[1]
+
+
+def test_build_log_states_the_export_check_result(shared):
+    """build prints what its check against eager PyTorch found, not only that it checked."""
+    import re
+
+    log = (Path(shared("classify")[1]) / "build.log").read_text()
+    m = re.search(r"matches eager PyTorch: max abs difference (\S+) on a batch of (\d+) real texts", log)
+    assert m, log
+    assert 0.0 <= float(m.group(1)) <= 1e-3
