@@ -142,7 +142,8 @@ def choose(targets, precision: str | None, device: str, backend: str = "auto",
                                        f"parity meets serving.min_parity ({floor_text(floor)})")
 
 
-PROVIDER_BACKEND = {"CPUExecutionProvider": "onnxruntime", "OpenVINO:CPU": "openvino"}
+# kept parity is a CPU measurement: its provider labels, back to the backends that ran them
+PROVIDER_BACKEND = {b.label("cpu"): b.name for b in BACKENDS.values() if b.runs_on("cpu")}
 
 
 def kept_evidence(root: Path, release_id: str | None, files: dict[str, str], listing: Mapping[str, Any]) -> Evidence:

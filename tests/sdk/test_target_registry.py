@@ -90,16 +90,18 @@ def test_runners_are_built_by_the_one_factory():
 
 
 def test_every_sdk_exception_is_an_sdk_error():
+    import readout_eval
     import readout_sdk
     from readout_sdk.errors import SdkError
 
     classes = set()
-    for info in pkgutil.walk_packages(readout_sdk.__path__, "readout_sdk."):
-        module = importlib.import_module(info.name)
-        for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == info.name:
-                classes.add(value)
-    assert len(classes) >= 12, classes  # SdkError and its refusals, the seven the review found among them
+    for package in (readout_sdk, readout_eval):  # the runtime, and evaluation that refuses data the same way
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            module = importlib.import_module(info.name)
+            for value in vars(module).values():
+                if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == info.name:
+                    classes.add(value)
+    assert len(classes) >= 13, classes  # SdkError and its refusals, the seven the review found among them
     assert [c.__name__ for c in classes if not issubclass(c, SdkError)] == []
     # the built-in bases callers relied on are kept
     from readout_sdk.artifact import ArtifactError
@@ -109,6 +111,20 @@ def test_every_sdk_exception_is_an_sdk_error():
 
     assert issubclass(ArtifactError, RuntimeError) and issubclass(EngineFileError, RuntimeError)
     assert issubclass(IdentityError, ValueError) and issubclass(UnknownFamily, readout_sdk.AbiError)
+
+
+def test_documented_paths_that_moved_still_import_for_one_release():
+    """readout_sdk.ray (docs/serving.md) is readout_sdk.serving.ray itself, with a warning naming the new path."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    import readout_sdk.ray\nexcept DeprecationWarning as e:\n    print(e)\n"
+            "warnings.simplefilter('ignore')\nimport readout_sdk.ray as old, readout_sdk.serving.ray as new\n"
+            "print(old is new)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "readout_sdk.ray moved to readout_sdk.serving.ray; the old path goes in the next release"
+    assert out[1] == "True"
 
 
 def _sha(path: Path) -> str:

@@ -15,7 +15,7 @@ class Backend:
     install: str                    # the one command that installs it
     compiled: bool = False          # runs an engine compiled for one GPU: preferred on that GPU, only when asked
     compiled_cache: bool = False    # keeps compiled models across processes (`readout_sdk.compiled_cache`)
-    label: str = ""                 # the provider name reports use
+    labels: tuple[str, ...] = ()    # the provider name reports use, per device (as ``devices``)
 
     def installed(self) -> bool:
         """Whether its runtime can be imported here (without importing it)."""
@@ -24,15 +24,20 @@ class Backend:
     def runs_on(self, device: str) -> bool:
         return device in self.devices
 
+    def label(self, device: str) -> str:
+        """The provider name parity reports and kept evidence use for this backend on ``device``."""
+        return self.labels[self.devices.index(device)]
+
 
 TENSORRT_INSTALL = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
                     "docs/jetson.md)")
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("onnxruntime", ("cpu", "cuda"), ("onnxruntime",), "pip install readout-export", label="CPUExecutionProvider"),
+    Backend("onnxruntime", ("cpu", "cuda"), ("onnxruntime",), "pip install readout-export",
+            labels=("CPUExecutionProvider", "CUDAExecutionProvider")),
     Backend("openvino", ("cpu",), ("openvino",), "pip install 'readout-export[openvino]'", compiled_cache=True,
-            label="OpenVINO:CPU"),
+            labels=("OpenVINO:CPU",)),
     Backend("tensorrt", ("cuda",), ("tensorrt", "polygraphy", "cuda"), TENSORRT_INSTALL, compiled=True,
-            label="TensorRT"),
+            labels=("TensorRT",)),
 )}
 
 

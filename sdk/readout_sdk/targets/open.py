@@ -49,36 +49,33 @@ def ways_to_run(root: str | Path, target: Target, record: dict[str, Any] | None 
     """Every way the SDK can run ``target`` (its backends on each device they run on), as (provider
     label, a runner factory, or the reason it cannot run here): the cells of parity's grid. Each factory
     opens the runner `load` would open for that backend and device."""
-    import onnxruntime as ort
-
-    from readout_sdk import runners
-
-    available = ort.get_available_providers()
     out: list[tuple[str, Factory | str]] = []
     for name in target.kind.backends:
-        backend = BACKENDS[name]
-        for device in backend.devices:
-            label = "CUDAExecutionProvider" if (name, device) == ("onnxruntime", "cuda") else backend.label
-            why = _cannot(name, device, target, available, runners)
-            out.append((label, why if why else (lambda b=name, d=device: open_runner(root, target, b, d, record=record))))
+        for device in BACKENDS[name].devices:
+            why = _cannot(name, device, target)
+            out.append((BACKENDS[name].label(device),
+                        why or (lambda b=name, d=device: open_runner(root, target, b, d, record=record))))
     return out
 
 
-def _cannot(backend: str, device: str, target: Target, available: list[str], runners: Any) -> str | None:
+def _cannot(backend: str, device: str, target: Target) -> str | None:
     """Why ``target`` cannot run on ``backend`` on ``device`` here (None: it can)."""
+    from readout_sdk import runners
+
     spec = BACKENDS[backend]
     if not spec.installed():
-        return (f"{spec.label} is not installed on this machine ({spec.install})" if spec.compiled
-                else f"{backend} is not installed ({spec.install})")
-    if device == "cuda" and not (any(p in available for p in runners.GPU_PROVIDERS) or
-                                 (spec.compiled and importlib_has("cuda"))):
+        return f"{spec.label(device)} is not installed on this machine ({spec.install})"
+    if device == "cuda" and not spec.compiled and not runners.gpu_available():
         return "no CUDA device (onnxruntime-gpu not installed)"
-    if target.kind.openvino_inference == "bf16" and backend == "openvino" and not runners.cpu_has_bf16():
+    if device == "cuda" and spec.compiled and not (runners.gpu_available() or _importable("cuda")):
+        return "no CUDA device"
+    if backend == "openvino" and not runners.hint_runs_here(
+            target.kind.openvino_precision(target.recipe, runners.cpu_has_bf16)):
         return "this CPU has no native bf16 (avx512-bf16 or AMX)"
     return None
 
 
-def importlib_has(module: str) -> bool:
+def _importable(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
