@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # hostile.py, synthetic.py, sdk_fixtures.py
+sys.path.insert(0, str(ROOT / "tests"))  # helpers/: hostile.py, synthetic.py, sdk_fixtures.py
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a model hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

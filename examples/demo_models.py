@@ -25,7 +25,7 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Writing model shards" bars: noise here
 sys.path.insert(0, str(HERE.parent / "tests"))
-import synthetic  # noqa: E402  (tiny seeded models and tokenizers, shared with the test suite)
+from helpers import synthetic  # noqa: E402  (tiny seeded models and tokenizers, shared with the test suite)
 sys.path.insert(0, str(HERE / "apps"))
 from _app import APP_FOR  # noqa: E402
 

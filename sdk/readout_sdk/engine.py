@@ -44,10 +44,10 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
-    (fp32, bf16, int8) and ``backend`` (``"onnxruntime"``, ``"openvino"``) pick among the artifact's
-    targets. By default the most precise target; where the manifest declared what a default load may
-    trade (``serving.min_parity``), the fastest target whose kept parity on this kind of machine meets
-    that floor. A kept bench alone never changes the pick; ``engine.choice_reason`` says why.
+    (fp32, tf32, bf16, fp16, int8, auto) and ``backend`` (``"onnxruntime"``, ``"openvino"``, ``"tensorrt"``)
+    pick among the artifact's targets. By default the most precise target; where the manifest declared
+    what a default load may trade (``serving.min_parity``), the fastest target whose kept parity on this
+    kind of machine meets that floor. A kept bench alone never changes the pick; ``engine.choice_reason`` says why.
     ``target`` names one target exactly (e.g. ``"onnx-int8-openvino"``, see ``readout-export inspect``).
     ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
     ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
@@ -103,7 +103,7 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
         embedded = runner.embedded_metadata().get(METADATA_KEY)
         if embedded is None or not graph_record_matches(art.record, _json(picked.file, embedded)):
             raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
-        return Engine(art, runner, picked, choice.reason, max_batch_tokens)
+        return Engine(art, runner, picked, _with_runtime(choice.reason, runner), max_batch_tokens)
     except (SdkError, ArtifactError):
         runner.close()
         raise
@@ -114,6 +114,13 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
     except BaseException:
         runner.close()
         raise
+
+
+def _with_runtime(reason: str, runner: Runner) -> str:
+    """Why this target, then what runs it: the provider, and what the runner factory noted (TF32 on CUDA,
+    a TensorRT provider left out and why)."""
+    notes = "".join(f"; {n}" for n in runner.execution.get("notes") or ())
+    return f"{reason}; runs on {runner.execution.get('provider', runner.backend)}{notes}"
 
 
 def _json(name: str, text: str) -> Any:

@@ -7,6 +7,7 @@ a pool of them and lends one per call. Everything that can be prepared is prepar
 """
 from __future__ import annotations
 
+import functools
 import os
 import queue
 from pathlib import Path
@@ -92,11 +93,16 @@ def tensorrt_options(record: dict, cache_dir: Path) -> dict:
             "trt_profile_max_shapes": shapes(MAX_PROFILE_BATCH, seq)}
 
 
-def providers_for(device: str, record: dict | None = None, cache_dir: Path | None = None) -> list:
+def providers_for(device: str, record: dict | None = None, cache_dir: Path | None = None, tf32: bool = False,
+                  notes: list[str] | None = None) -> list:
     """ONNX Runtime providers for ``device`` ("cpu", "cuda" or "auto"), or a clear refusal.
 
     Where onnxruntime-gpu offers them: TensorRT (configured with a shape profile and an engine cache),
-    then CUDA, then the CPU for any node they do not take.
+    then CUDA, then the CPU for any node they do not take. ``tf32``: whether the target's fp32 MatMuls may
+    run as TF32 (its kind says; ONNX Runtime's CUDA default is on, so fp32 sets ``use_tf32`` 0). TensorRT's
+    provider is asked for only where TF32 is allowed (TensorRT builds fp32 layers as TF32 by default) and
+    only where its library loads: ONNX Runtime lists it whether or not TensorRT is installed, and asking
+    for it without TensorRT prints a page of "EP Error" and falls back. Why it was left out goes to ``notes``.
     """
     import onnxruntime as ort
 
@@ -106,11 +112,16 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
         if p not in available:
             continue
         if p == "TensorrtExecutionProvider":
-            if record is None or cache_dir is None:
+            why = ("the target's fp32 must not run as TF32, which TensorRT's fp32 layers do" if not tf32
+                   else "no ABI record to profile it from" if record is None or cache_dir is None
+                   else tensorrt_provider_problem())
+            if why:
+                if notes is not None and device != "cpu":
+                    notes.append(f"ONNX Runtime's TensorRT provider not used: {why}")
                 continue
             gpu.append((p, tensorrt_options(record, cache_dir)))
         else:
-            gpu.append(p)
+            gpu.append((p, {"use_tf32": "1" if tf32 else "0"}))
     if device == "cpu":
         return ["CPUExecutionProvider"]
     if device == "cuda":
@@ -121,6 +132,30 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     if device == "auto":
         return gpu + ["CPUExecutionProvider"]
     raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
+
+
+@functools.lru_cache(maxsize=1)
+def tensorrt_provider_problem() -> str | None:
+    """Why ONNX Runtime's TensorRT provider cannot load here (None: it can). The provider's library is
+    loaded the way ONNX Runtime would load it (its TensorRT dependencies resolved by the dynamic loader),
+    so a missing ``libnvinfer`` is found here, quietly, instead of in ONNX Runtime's banner. Once per process."""
+    import ctypes
+
+    import onnxruntime as ort
+
+    capi = Path(ort.__file__).parent / "capi"
+    found = sorted(capi.glob("*onnxruntime_providers_tensorrt*"))
+    if not found:
+        return "its library is not in this onnxruntime package"
+    try:
+        for shared in sorted(capi.glob("*onnxruntime_providers_shared*")):  # what the provider links against
+            ctypes.CDLL(str(shared), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+        ctypes.CDLL(str(found[0]))
+    except OSError as e:
+        from readout_sdk.errors import first_line
+
+        return f"TensorRT cannot be loaded ({first_line(e)}); install TensorRT to use it"
+    return None
 
 
 def gpu_available() -> bool:

@@ -38,7 +38,7 @@ def test_schema_aggregations_are_the_families():
     assert set(manifest["properties"]["aggregation"]["enum"]) == stated
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16", "int8"])
 @pytest.mark.parametrize("family", list(REGISTRY))
 def test_every_family_has_a_gated_metric_at_every_precision(family, precision):
     budgets = json.loads((SPECS / "parity-budgets-1.json").read_text())

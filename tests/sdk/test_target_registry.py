@@ -19,7 +19,7 @@ from readout_sdk.targets import FORMATS, KINDS, PRECISIONS, RUNTIMES, open_runne
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "sdk", ROOT / "exporter", ROOT / "parity", ROOT / "eval"]
 REGISTRY_DIRS = ("sdk/readout_sdk/targets/", "exporter/readout_export/targets/")
-TARGET_WORDS = {"fp32", "bf16", "fp16", "int8", "auto", "onnx", "tensorrt", "onnxruntime", "openvino"}
+TARGET_WORDS = {"fp32", "tf32", "bf16", "fp16", "int8", "auto", "onnx", "tensorrt", "onnxruntime", "openvino"}
 
 
 def _schema(name: str) -> dict:

@@ -53,7 +53,8 @@ def calibration_feeds(record: dict[str, Any], root: Path) -> list[dict[str, Any]
 
 
 def _shared(p: Production, t: Target) -> None:
-    """Runs the fp32 graph (bf16: OpenVINO's bf16 inference precision on it): nothing to write."""
+    """Runs the fp32 graph (bf16: at OpenVINO's bf16 inference precision; tf32: with TF32 allowed on CUDA):
+    nothing to write."""
 
 
 def _fp16(p: Production, t: Target) -> None:

@@ -47,6 +47,7 @@ def make_fp16_graph(fp32: Path, out: Path) -> int:
     meta = [(p.key, p.value) for p in model.metadata_props]
     tail = readout_tail(model)
     half = convert_float_to_float16(model, keep_io_types=True, op_block_list=FP32_OPS, node_block_list=tail)
+    unique_nodes(half)
     _drop_round_trips(half)
     del half.metadata_props[:]
     for key, value in meta:
@@ -54,6 +55,48 @@ def make_fp16_graph(fp32: Path, out: Path) -> int:
         entry.key, entry.value = key, value
     onnx.save(half, str(out))
     return sum(1 for n in half.graph.node if n.op_type in FP32_OPS or n.name in set(tail))
+
+
+def unique_nodes(model: object) -> int:
+    """Make every node and value name unique, whatever the converter did; return how many nodes were dropped.
+
+    ONNX Runtime's converter up to 1.31 (onnxruntime-gpu's newest wheel) inserts one Cast per consumer when
+    an fp16 tensor feeds several fp32-kept nodes, each with the same node name, output name and value_info
+    entry; ONNX Runtime then refuses the graph ("two nodes with same node name"). Such copies compute the
+    same value, so all but the first are dropped. Any other node whose name repeats is renamed; two
+    different nodes writing one output cannot be repaired and are refused, naming the output."""
+    graph = model.graph  # type: ignore[attr-defined]
+    seen: dict[bytes, str] = {}
+    writer: dict[str, bytes] = {}
+    keep = []
+    for node in graph.node:
+        key = node.SerializeToString(deterministic=True)
+        if key in seen:
+            continue  # an exact copy: same op, inputs, outputs and attributes
+        for out in node.output:
+            if out and out in writer:
+                raise ValueError(f"fp16 conversion: two different nodes write {out!r}; the graph cannot be repaired")
+            writer[out] = key
+        seen[key] = node.name
+        keep.append(node)
+    dropped = len(graph.node) - len(keep)
+    names: set[str] = set()
+    for node in keep:
+        base, k = node.name, 1
+        while node.name in names:
+            node.name, k = f"{base}_{k}", k + 1
+        names.add(node.name)
+    if dropped:
+        del graph.node[:]
+        graph.node.extend(keep)
+    values = {}
+    for v in graph.value_info:
+        values.setdefault(v.name, v)
+    if len(values) != len(graph.value_info):
+        kept = list(values.values())
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+    return dropped
 
 
 def _drop_round_trips(model: object) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # most precise first; "auto" is whatever its budget keeps. The one order every ranking reads.
-PRECISIONS = ("fp32", "bf16", "fp16", "int8", "auto")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "auto")
 FORMATS = ("onnx", "tensorrt")
 RUNTIMES = ("onnxruntime", "openvino", "tensorrt")
 FP32_GRAPH = "model.onnx-fp32.onnx"  # the exported graph every other kind starts from
@@ -39,6 +39,8 @@ class TargetKind:
     manifest_fields: tuple[str, ...] = ()  # manifest keys beyond format/precision/runtime it accepts
     needs: tuple[str, ...] = ()            # modules the exporter needs to produce it
     isas: tuple[str, ...] = ()             # instruction sets its recipe tunes for, the default first
+    tf32: bool = True                      # NVIDIA GPUs may run its fp32 MatMuls as TF32 (CUDA's use_tf32,
+                                           # TensorRT's default); False: fp32 means fp32 on every device
     description: str = ""
 
     @property
@@ -52,7 +54,7 @@ class TargetKind:
 
     @property
     def file(self) -> str:
-        """The graph's file name in the artifact; a ``shared`` kind names the graph it runs."""
+        """The graph's file name in the artifact; a ``shared`` kind (bf16, tf32) names the graph it runs."""
         if self.produce == "shared":
             return FP32_GRAPH
         return f"model.{self.name}.{'engine' if self.produce == 'compile' else 'onnx'}"
@@ -98,8 +100,11 @@ class TargetKind:
 
 _INT8_FIELDS = ("isa",)
 KINDS: dict[str, TargetKind] = {k.name: k for k in (
-    TargetKind("onnx", "fp32", "onnxruntime", ("onnxruntime", "openvino"), "export", budget="fp32",
-               description="the traced graph, fp32; ONNX Runtime on CPU/CUDA or OpenVINO at f32"),
+    TargetKind("onnx", "fp32", "onnxruntime", ("onnxruntime", "openvino"), "export", budget="fp32", tf32=False,
+               description="the traced graph, fp32 on every device (TF32 off on CUDA); ONNX Runtime or OpenVINO at f32"),
+    TargetKind("onnx", "tf32", "onnxruntime", ("onnxruntime",), "shared", budget="tf32", arithmetic="tf32",
+               description="the fp32 graph with its MatMuls allowed to run as TF32 on NVIDIA GPUs (Ampere and newer; "
+                           "ONNX Runtime's CUDA default): faster, gated on its own budget; plain fp32 on the CPU"),
     TargetKind("onnx", "bf16", "openvino", ("openvino",), "shared", budget="bf16", arithmetic="bf16",
                openvino_inference="bf16",
                description="the fp32 graph run at OpenVINO's bf16 inference precision (CPUs with avx512-bf16 or AMX)"),
@@ -113,7 +118,7 @@ KINDS: dict[str, TargetKind] = {k.name: k for k in (
                needs=("nncf",), isas=("avx512-vnni", "avx2"), description="static int8 (QDQ) calibrated with NNCF; runs on both runtimes"),
     TargetKind("onnx", "auto", "openvino", ("openvino",), "budgeted", manifest_fields=("budget",), needs=("nncf",),
                description="the fastest graph that keeps a declared budget, searched and proven at build time"),
-    TargetKind("tensorrt", "fp32", "tensorrt", ("tensorrt",), "compile", budget="fp32",
+    TargetKind("tensorrt", "fp32", "tensorrt", ("tensorrt",), "compile", budget="fp32", tf32=False,
                tensorrt_source=("fp32", "onnxruntime"), manifest_fields=("profile",)),
     TargetKind("tensorrt", "bf16", "tensorrt", ("tensorrt",), "compile", budget="bf16", arithmetic="bf16",
                tensorrt_source=("fp32", "onnxruntime"), manifest_fields=("profile",)),

@@ -32,8 +32,13 @@ def open_runner(root: str | Path, target: Target, backend: str, device: str = "c
         return runners.TensorRTRunner(path, record or {}, str(root))
     from readout_sdk.compiled_cache import tensorrt_cache_dir
 
-    providers = runners.providers_for(device, record, tensorrt_cache_dir(target.sha256) if target.sha256 else None)
+    notes: list[str] = []
+    providers = runners.providers_for(device, record, tensorrt_cache_dir(target.sha256) if target.sha256 else None,
+                                      tf32=kind.tf32, notes=notes)
     runner = runners.OrtRunner(path, providers, streams or 1, threads)
+    if runner.device == "cuda":  # what the CUDA provider was told: fp32 means fp32 unless the kind allows TF32
+        notes.insert(0, f"TF32 {'allowed' if kind.tf32 else 'off'} for {target.name}")
+    runner.execution["notes"] = notes
     if device == "cuda" and runner.device == "cpu":
         runner.close()
         raise DeviceUnavailable("ONNX Runtime could not start CUDA for this graph and fell back to the CPU; "
