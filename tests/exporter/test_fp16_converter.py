@@ -2,7 +2,8 @@
 (onnxruntime-gpu's newest wheel) writes one Cast per consumer, all with one node name and one output name,
 and ONNX Runtime refuses that graph ("two nodes with same node name"). Oracle: ONNX Runtime itself (it
 loads the graph) and the graph the de-duplicating converter (1.32) writes from the same fp32 graph.
-Model: REAL all-MiniLM-L6-v2 (the session's shared embedding artifact)."""
+Model: a SYNTHETIC tiny BERT sentiment classifier (the session's shared "classify" artifact; the repeated
+Casts appear in every BERT-style graph, MiniLM's included)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -45,7 +46,7 @@ def test_fp16_graph_from_the_131_converter_has_unique_names_and_runs(shared, tmp
 
     from readout_export.targets.fp16 import make_fp16_graph
 
-    fp32 = shared("embedding")[1] / "model.onnx-fp32.onnx"
+    fp32 = shared("classify")[1] / "model.onnx-fp32.onnx"
     shared_casts = tmp_path / "shared.onnx"
     make_fp16_graph(fp32, shared_casts)  # the installed converter, whatever it does
     monkeypatch.setattr(converter, "convert_float_to_float16", _as_131(converter.convert_float_to_float16))
@@ -57,7 +58,10 @@ def test_fp16_graph_from_the_131_converter_has_unique_names_and_runs(shared, tmp
     assert max(Counter(o for n in graph.node for o in n.output).values()) == 1
     assert max(Counter(v.name for v in graph.value_info).values()) == 1
     assert len(graph.node) == len(onnx.load(str(shared_casts)).graph.node)
-    ids = np.array([[101, 1037, 4937, 10378, 2015, 2006, 1996, 14548, 1012, 102]], np.int64)
+    from tokenizers import Tokenizer
+
+    enc = Tokenizer.from_file(str(fp32.parent / "tokenizer.json")).encode("A kitten naps on the rug.")
+    ids = np.array([enc.ids], np.int64)
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
     for a, b in zip(_run(repeated, feed), _run(shared_casts, feed)):
         np.testing.assert_array_equal(a, b)

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-from click.testing import CliRunner
 
 import readout_sdk
 from helpers import synthetic
 from helpers.corpus import TEXTS
-from readout_export.cli import main
+from readout_parity import run_parity
 from readout_sdk import runners
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,10 +77,9 @@ def test_tf32_is_a_target_a_user_chooses_with_its_own_budget(tf32_artifact):
     a = [c.scores for c in default.classify(TEXTS)]
     b = [c.scores for c in chosen.classify(TEXTS)]
     assert a == b  # the same graph; on the CPU TF32 does not exist
-    report = tf32_artifact.parent / "parity.json"
-    result = CliRunner().invoke(main, ["parity", str(tf32_artifact), "--json", str(report)])
-    assert result.exit_code == 0, result.output
-    cells = [c for c in json.loads(report.read_text())["checks"] if c["target"] == "onnx-tf32"]
+    report = run_parity(tf32_artifact, only=["onnx-tf32"], widths=(1, 7))  # against the fp32 graph on the CPU
+    assert report.exit_code() == 0
+    cells = [c.to_json() for c in report.checks]
     budgets = json.loads((ROOT / "abi_specs" / "parity-budgets-1.json").read_text())
     gated = {c["metric"]: c for c in cells if c["provider"] == "CPUExecutionProvider"}
     assert gated and all(c["decision"] == "PASS" for c in gated.values())
