@@ -152,6 +152,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                 except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
                     checks.append(not_evaluated(tname, provider, str(e)))
                     continue
+                provider = runner.execution.get("provider", provider)  # what runs (TensorRT's provider leads on CUDA)
                 worst: dict[str, tuple[float, str]] = {}
                 try:
                     for side in SIDES:

@@ -55,12 +55,12 @@ class Artifact:
         return {t.name: t.sha256 for t in self.targets}
 
     def target(self, fmt: str, precision: str, runtime: str | None = None) -> Target:
-        """Return the target of this format and precision (and runtime, default: the precision's default)
-        or raise naming what exists."""
-        want = kind_of(fmt, precision, runtime)
-        for t in self.targets:
-            if want is not None and t.kind == want:
-                return t
+        """Return the target of this format and precision (of ``runtime``, or of any runtime, the precision's
+        default first) or raise naming what exists."""
+        found = [t for t in self.targets if (t.format, t.precision) == (fmt, precision)
+                 and (runtime is None or t.runtime == runtime)]
+        if found:
+            return min(found, key=lambda t: not t.kind.default)  # the precision's default runtime first
         have = ", ".join(t.name for t in self.targets)
         raise ArtifactError(f"artifact has no {fmt}-{precision} target (it has: {have})")
 

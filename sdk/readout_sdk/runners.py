@@ -7,7 +7,6 @@ a pool of them and lends one per call. Everything that can be prepared is prepar
 """
 from __future__ import annotations
 
-import functools
 import os
 import queue
 from pathlib import Path
@@ -106,6 +105,8 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     """
     import onnxruntime as ort
 
+    if device == "cpu":  # nothing of a GPU is looked at (or loaded) for a CPU session
+        return ["CPUExecutionProvider"]
     available = ort.get_available_providers()
     gpu: list = []
     for p in GPU_PROVIDERS:
@@ -116,14 +117,12 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
                    else "no ABI record to profile it from" if record is None or cache_dir is None
                    else tensorrt_provider_problem())
             if why:
-                if notes is not None and device != "cpu":
+                if notes is not None:
                     notes.append(f"ONNX Runtime's TensorRT provider not used: {why}")
                 continue
             gpu.append((p, tensorrt_options(record, cache_dir)))
         else:
             gpu.append((p, {"use_tf32": "1" if tf32 else "0"}))
-    if device == "cpu":
-        return ["CPUExecutionProvider"]
     if device == "cuda":
         if not gpu:
             raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
@@ -134,11 +133,11 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
 
 
-@functools.lru_cache(maxsize=1)
 def tensorrt_provider_problem() -> str | None:
     """Why ONNX Runtime's TensorRT provider cannot load here (None: it can). The provider's library is
     loaded the way ONNX Runtime would load it (its TensorRT dependencies resolved by the dynamic loader),
-    so a missing ``libnvinfer`` is found here, quietly, instead of in ONNX Runtime's banner. Once per process."""
+    so a missing ``libnvinfer`` is found here, quietly, instead of in ONNX Runtime's banner. Asked at each
+    CUDA load (a library loaded once costs nothing the next time; one made findable later is found then)."""
     import ctypes
 
     import onnxruntime as ort

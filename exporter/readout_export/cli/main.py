@@ -88,6 +88,14 @@ def validate(manifest: str, as_json: bool, debug: bool) -> None:
             click.echo(f"  note: {note}")
 
 
+def _listed(target: object) -> dict:
+    """A target as `inspect --json` shows it: every readout.json field (None where unset); the manifest's
+    budget is not one of them (a budgeted target's recipe carries it)."""
+    out = asdict(target)  # type: ignore[call-overload]
+    out.pop("budget", None)
+    return out
+
+
 @main.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print readout.json's verified content as JSON.")
@@ -102,7 +110,7 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
         from readout_sdk.release.lifecycle import derive
 
         click.echo(json.dumps({"ok": True, "path": str(art.path), "abi": art.record,
-                               "targets": [asdict(t) for t in art.targets], "tokenizer": art.tokenizer_file,
+                               "targets": [_listed(t) for t in art.targets], "tokenizer": art.tokenizer_file,
                                "source": art.source, "lifecycle": derive(art).to_json(),
                                "lifecycle_kept": (art.extra.get("lifecycle") or {}).get("state"),
                                "serving": art.extra.get("serving"), "ignored": unlisted(art)}, indent=2))
