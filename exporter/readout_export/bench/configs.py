@@ -128,6 +128,12 @@ def optimum_config(art: Artifact) -> Config:
                   "optimum-onnx is not installed (it pins transformers < 4.58)")
 
 
+# the hand-wired peers on the plain graph, (name, precision), as their rows are named
+PLAIN_PEERS = (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"),
+               ("onnxruntime dynamic int8", "int8"), ("openvino int8 (NNCF defaults)", "int8"))
+OPENVINO_HINTS = (("f32", "fp32"), ("bf16", "bf16"))  # OpenVINO's inference-precision hint, the row's precision
+
+
 def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -> list[Config]:
     """Hand-built peers on a plain graph (the transformers model alone, no readout inside), with the
     readout in numpy after it, as users wire ONNX Runtime or OpenVINO themselves; batches of 32 sorted
@@ -138,9 +144,7 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     pooling = (record.get("readout") or {}).get("pooling")
     if pooled and pooling not in (["mean"], "mean"):
         why = "the plain-graph peers implement mean pooling only"
-        return [Config(f"{n} (plain graph)", "peer", p, skip=why)
-                for n, p in (("onnxruntime", "fp32"), ("openvino fp32", "fp32"), ("openvino bf16", "bf16"),
-                             ("onnxruntime dynamic int8", "int8"), ("openvino int8 (NNCF defaults)", "int8"))]
+        return [Config(f"{n} (plain graph)", "peer", p, skip=why) for n, p in PLAIN_PEERS]
     path = work / "plain.onnx"
     _export_plain(graph, tokenizer, record, path)
     names = [i["name"] for i in record["inputs"]]
@@ -160,7 +164,7 @@ def plain_graph_configs(art: Artifact, graph: Any, tokenizer: Any, work: Path) -
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ort_fn = _batched(tokenizer, pad, names, lambda f: readout(session.run(None, f)[0], f), spec.per_row)
     configs.append(Config("onnxruntime + numpy readout (plain graph)", "peer", "fp32", ort_fn, ort_fn))
-    for hint, precision in (("f32", "fp32"), ("bf16", "bf16")):
+    for hint, precision in OPENVINO_HINTS:
         name = f"openvino {precision} + numpy readout (plain graph)"
         if not _importable("openvino"):
             configs.append(Config(name, "peer", precision, skip="openvino is not installed"))

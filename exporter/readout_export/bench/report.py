@@ -9,7 +9,7 @@ from readout_sdk.agreement import metric_text
 from readout_sdk.families import get
 
 from readout_export.bench.goals import parity_of
-from readout_export.bench.run import BenchReport
+from readout_export.bench.run import BenchReport, fp32_peak
 
 
 def to_json(report: BenchReport) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def table(report: BenchReport) -> str:
     """The report as people read it: rows, the tier table, machine figures and the goals."""
     c, m = report.corpus, report.machine
     peaks = m["gemm_peak_gflops"]
-    fp32_peak = max([v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None], default=None)
+    best_fp32 = fp32_peak(peaks)
     lines = [f"bench of {report.artifact} ({report.family}) on {m['id']}",
              f"corpus: {c['items']} items of {c['min_tokens']}..{c['max_tokens']} tokens (mean {c['mean_tokens']:.0f}), "
              f"seed {c['seed']}; throughput at batch {c['batch_size']} (SDK rows: at most {c['batch_size']} items and "
@@ -83,7 +83,7 @@ def table(report: BenchReport) -> str:
         lines.append(f">= {t['tier']:<7g} {sdk.get('name', 'none reached it'):<52} {_n(mine):>8} "
                      f"{share(sdk):>6}   {peer.get('name', 'none reached it'):<60} {_n(theirs):>8} "
                      f"{share(peer):>6} {ratio:>6}  >= {t['need']:g}x{played}")
-    lines += ["", f"GEMM peaks, GFLOP/s ({1536}^3, best of 5): fp32 {_n(fp32_peak, 0)} (numpy {_n(peaks.get('fp32'), 0)}, "
+    lines += ["", f"GEMM peaks, GFLOP/s ({1536}^3, best of 5): fp32 {_n(best_fp32, 0)} (numpy {_n(peaks.get('fp32'), 0)}, "
                   f"OpenVINO {_n(peaks.get('openvino_f32'), 0)}), bf16 {_n(peaks.get('openvino_bf16'), 0)} (OpenVINO; "
                   f"'-': no native bf16), int8 {_n(peaks.get('openvino_int8'), 0)} (OpenVINO u8 x s8 GEMM); model "
                   f"{m['model_flops_per_item'] / 1e9:.2f} GFLOP per corpus item (padding excluded)"]

@@ -155,13 +155,16 @@ def _peaks() -> dict[str, float | None]:
             "openvino_bf16": M.gemm_peak_openvino("bf16"), "openvino_int8": M.gemm_peak_openvino_int8()}
 
 
-def _fp32_peak(peaks: dict[str, Any]) -> float | None:
-    found = [v for v in (peaks.get("fp32"), peaks.get("openvino_f32")) if v is not None]
-    return max(found) if found else None
+FP32_GEMMS = ("fp32", "openvino_f32")  # the fp32 GEMMs measured (numpy's BLAS, OpenVINO at f32)
+
+
+def fp32_peak(peaks: dict[str, Any]) -> float | None:
+    """The best fp32 GEMM measured (None: none was)."""
+    return max((peaks[k] for k in FP32_GEMMS if peaks.get(k) is not None), default=None)
 
 
 # one definition of "peak" per row: the best measured GEMM of the arithmetic the row runs its MatMuls in
-PEAKS = {"fp32": _fp32_peak, "bf16": lambda p: p.get("openvino_bf16"), "int8": lambda p: p.get("openvino_int8")}
+PEAKS = {"fp32": fp32_peak, "bf16": lambda p: p.get("openvino_bf16"), "int8": lambda p: p.get("openvino_int8")}
 
 
 def _peak_kind(row: dict[str, Any], recipe: dict[str, Any] | None) -> str:
