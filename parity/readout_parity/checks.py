@@ -48,11 +48,12 @@ def budgets_for(precision: str, overrides: dict[str, Any] | None) -> dict[str, d
 
 def target_budgets(target: Any, overrides: dict[str, Any] | None) -> dict[str, dict[str, float]]:
     """What a target is gated on: a budgeted target (precision auto) on the budget it was built to keep
-    (names ending in 'error' are maxima, the rest minima); any other on its precision's budgets."""
+    (names ending in 'error' are maxima, the rest minima); any other on the budgets its kind names
+    (`readout_sdk.targets.TargetKind.budget`, a key of parity-budgets-1.json and of the manifest's overrides)."""
     declared = (getattr(target, "recipe", None) or {}).get("budget")
     if declared:
         return {m: ({"max": v} if m.endswith("error") else {"min": v}) for m, v in declared.items()}
-    return budgets_for(target.precision, overrides)
+    return budgets_for(target.kind.budget or target.precision, overrides)
 
 
 def decide(target: str, provider: str, metric: str, measured: float, bound: dict[str, float], reference: str,
