@@ -69,7 +69,7 @@ def _dynamic_int8(p: Production, t: Target) -> None:
     from readout_export.targets.quantize import quantize_dynamic_int8
 
     p.step(f"quantizing {t.file} (dynamic int8, per-channel weights, {t.isa}; the parity harness gates it)")
-    quantize_dynamic_int8(p.fp32, p.staging / t.file, t.isa or "avx512-vnni")
+    quantize_dynamic_int8(p.fp32, p.staging / t.file, t.isa or t.kind.isas[0])
 
 
 def _static_int8(p: Production, t: Target) -> None:
