@@ -137,9 +137,9 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
         overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
-        import onnxruntime as ort
+        from readout_sdk.runners import onnxruntime_module
 
-        available = ort.get_available_providers()
+        available = onnxruntime_module().get_available_providers()
         targets = [t for t in art.targets if only is None or t.name in only]
         for target in targets:
             tname = target.name

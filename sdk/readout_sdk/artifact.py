@@ -76,7 +76,9 @@ def sha256_file(path: Path) -> str:
 
 def read_onnx_record(path: Path) -> dict[str, Any]:
     """Return the ABI record embedded in an ONNX file, using onnxruntime only."""
-    import onnxruntime as ort
+    from readout_sdk.runners import onnxruntime_module
+
+    ort = onnxruntime_module()
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -8,10 +8,9 @@ batch's longest item (never to max_length); results come back in input order. Pa
 from __future__ import annotations
 
 import sys
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from tokenizers import Encoding
@@ -72,18 +71,6 @@ def split_rows(record: dict[str, Any], out: dict[str, np.ndarray], feed: dict[st
     return [{k: (v[i][mask[i]] if k in seq else v[i]) for k, v in out.items()} for i in range(mask.shape[0])]
 
 
-def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Consume an iterable lazily in lists of ``size`` (bounded memory for very large inputs)."""
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 class Progress:
     """A minimal progress line on stderr (no dependency); silent unless enabled."""
 
@@ -122,37 +109,6 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int)
     if current:
         out.append(current)
     return out
-
-
-def run_sorted(prepared: Sequence[Prepared], batch_size: int, record: dict[str, Any],
-               forward: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
-               progress: Progress | None = None, weights: Sequence[float] | None = None,
-               max_tokens: int = 1 << 62, pool: Executor | None = None) -> list[dict[str, np.ndarray]]:
-    """Run items in length-sorted, right-padded batches (see plan_batches); per-item outputs in input order.
-
-    With ``pool``, batches run concurrently (one per stream); the results land by index, so order holds.
-    ``weights`` says how much of one input each item is (1/windows), so progress counts inputs.
-    """
-    results: list[dict[str, np.ndarray] | None] = [None] * len(prepared)
-
-    def one(idx: list[int]) -> list[int]:
-        feed = feed_for(record, [prepared[i] for i in idx])
-        for i, out in zip(idx, split_rows(record, forward(feed), feed)):
-            results[i] = out
-        return idx
-
-    planned = plan_batches(prepared, batch_size, max_tokens)
-    futures = [pool.submit(one, idx) for idx in planned] if pool else []
-    try:
-        for item in (futures or planned):
-            idx = item.result() if pool else one(item)  # type: ignore[union-attr, arg-type]
-            if progress:
-                progress.update(sum(weights[i] for i in idx) if weights else len(idx))
-    except BaseException:
-        for f in futures:  # a failed batch (or Ctrl-C) stops the rest of the call
-            f.cancel()
-        raise
-    return results  # type: ignore[return-value]
 
 
 def regroup(flat: list[Any], groups: list[list[Prepared]]) -> list[list[Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from readout_sdk.errors import InputRefused, first_line
@@ -24,6 +25,7 @@ class TextEncoder:
         self.max_length = int(inp["max_length"])
         self.rows = record["readout"]["rows"]
         self.inserted = set(record["readout"]["content_excluded_ids"])
+        self._inserted = np.array(sorted(self.inserted), np.int64)
         self.inputs = [i["name"] for i in record["inputs"]]
         self._measure: Tokenizer | None = None
 
@@ -40,6 +42,12 @@ class TextEncoder:
         if all(map(self.inserted.__contains__, enc.ids)):  # stops at the first content row
             raise InputRefused(f"item {index}: the {what} has no content tokens (empty or whitespace only); "
                                "this artifact refuses inputs whose readout selects zero rows")
+
+    def without_content(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """Of a padded batch ([..., sequence]), which rows :meth:`check` would refuse (no attended id outside
+        the inserted ones), in one vectorized pass: the pipelined engine checks batches, not encodings."""
+        content = attention_mask.astype(bool) & ~np.isin(input_ids, self._inserted)
+        return ~content.any(axis=-1)
 
     def encode(self, index: int, item: Any, tokenizer: Tokenizer | None = None) -> Encoding:
         """Encode a text or a (first, second) pair, type-checked."""

@@ -9,10 +9,11 @@ by the artifact's family (`readout_sdk.families`), the same decoder serving and 
 from __future__ import annotations
 
 import json
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -22,25 +23,26 @@ from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import choose, kept_evidence
 from readout_sdk.arguments import items as check_items
 from readout_sdk.arguments import one_of, optional_positive_int, positive_int, text
-from readout_sdk.batching import Prepared, Progress, chunks, regroup, run_sorted
+from readout_sdk.batching import Prepared, Progress, feed_for, plan_batches, split_rows
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
 from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
+from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import Runner, gpu_available
 from readout_sdk.targets import BACKENDS, PRECISIONS, Target, open_runner
+from readout_sdk.targets.devices import CHOICES as DEVICES
+from readout_sdk.targets.devices import DEVICES as DEVICE_DEFAULTS
 
-DEVICES = ("auto", "cpu", "cuda")
-DEFAULT_BATCH_TOKENS = 2048  # padded tokens per batch: measured best-or-near on 2-core x86 (see docs/sdk.md)
-CHUNK = 4096  # items tokenized at a time: memory stays bounded for very large inputs
+CHUNK = 4096  # most items tokenized at a time: memory stays bounded for very large inputs
 DECIDE_RUN = 256  # items decided at once: a family's decoder pays its per-call cost once per run
 
 
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
-         streams: int | None = None, max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
-         target: str | None = None, threads: int | None = None) -> "Engine":
+         streams: int | None = None, max_batch_tokens: int | None = None,
+         target: str | None = None, threads: int | None = None, prefetch: int | None = None) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
@@ -50,7 +52,12 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     kind of machine meets that floor. A kept bench alone never changes the pick; ``engine.choice_reason`` says why.
     ``target`` names one target exactly (e.g. ``"onnx-int8-openvino"``, see ``readout-export inspect``).
     ``streams``: batches run at once (default: 1 on ONNX Runtime, OpenVINO's throughput optimum).
-    ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items).
+    ``max_batch_tokens``: a batch holds at most this many padded tokens (and ``batch_size`` items); the
+    default, like a call's default ``batch_size``, is the device's (`readout_sdk.targets.devices`: 2048
+    tokens and 32 items on the CPU, 65,536 and 256 on CUDA).
+    ``prefetch``: items tokenized and padded in a background thread ahead of the runtime (default: the
+    device's, 2048 on CUDA, 0 on the CPU where the runtime's own threads use every core; 0 prepares each
+    batch when the runtime asks for it).
     ``threads``: CPU threads the runtime may use in all (default: every CPU this process may run on); set
     it when several engines share a machine (Ray actors, server instances) so they do not oversubscribe.
     Before anything runs, the ABI major version, the tokenizer's and the chosen graph's sha256 and the
@@ -65,17 +72,24 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
         raise TypeError(f"target must be a target name (str), got {type(target).__name__}")
     optional_positive_int("streams", streams)
     optional_positive_int("threads", threads)
-    positive_int("max_batch_tokens", max_batch_tokens)
+    optional_positive_int("max_batch_tokens", max_batch_tokens)
+    _prefetch(prefetch)
     art = open_artifact(path, check_graphs=False, graphs="present")  # the graph it runs is hashed below
     choice = select(art, device, precision, backend, target)
     if BACKENDS[choice.backend].compiled and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
-            return _load_with(art, choice, device, streams, max_batch_tokens, threads)
+            return _load_with(art, choice, device, streams, max_batch_tokens, threads, prefetch)
         except DeviceUnavailable as e:
             fallback = choose(art.targets, precision, device, "onnxruntime")
             choice = type(fallback)(fallback.target, fallback.backend,
                                     f"the TensorRT engine cannot run here ({e}); fell back")
-    return _load_with(art, choice, device, streams, max_batch_tokens, threads)
+    return _load_with(art, choice, device, streams, max_batch_tokens, threads, prefetch)
+
+
+def _prefetch(value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"prefetch must be None or a non-negative integer, got {value!r}")
+    return value
 
 
 def select(art: Artifact, device: str = "auto", precision: str | None = None, backend: str = "auto",
@@ -88,8 +102,8 @@ def select(art: Artifact, device: str = "auto", precision: str | None = None, ba
     return choose(art.targets, precision, device, backend, art.min_parity, evidence, target)
 
 
-def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int,
-               threads: int | None = None) -> "Engine":
+def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int | None,
+               threads: int | None = None, prefetch: int | None = None) -> "Engine":
     picked = choice.target
     verify_target(art, picked)  # only the graph that runs is read: the others may be large and unused
     try:
@@ -103,7 +117,7 @@ def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max
         embedded = runner.embedded_metadata().get(METADATA_KEY)
         if embedded is None or not graph_record_matches(art.record, _json(picked.file, embedded)):
             raise ArtifactError(f"{picked.file}: the record embedded in the graph differs from readout.json")
-        return Engine(art, runner, picked, _with_runtime(choice.reason, runner), max_batch_tokens)
+        return Engine(art, runner, picked, _with_runtime(choice.reason, runner), max_batch_tokens, prefetch)
     except (SdkError, ArtifactError):
         runner.close()
         raise
@@ -134,8 +148,9 @@ class Engine:
     """A loaded artifact. Family-specific calls refuse other families, naming the right call."""
 
     def __init__(self, artifact: Artifact, runner: Runner, target: Target, reason: str = "",
-                 max_batch_tokens: int = DEFAULT_BATCH_TOKENS):
-        positive_int("max_batch_tokens", max_batch_tokens)
+                 max_batch_tokens: int | None = None, prefetch: int | None = None):
+        optional_positive_int("max_batch_tokens", max_batch_tokens)
+        feeds = DEVICE_DEFAULTS[runner.device]
         self.artifact = artifact
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
@@ -152,7 +167,11 @@ class Engine:
         self.execution: dict[str, Any] = dict(runner.execution)
         self.choice_reason = reason
         self.identity: Identity | None = artifact.identity  # layer digests and release_id (None: older build)
-        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_tokens: int = max_batch_tokens or feeds.max_batch_tokens
+        self.batch_size: int = feeds.batch_size  # a call's default batch_size
+        self.prefetch: int = feeds.prefetch if _prefetch(prefetch) is None else prefetch
+        # a TensorRT engine accepts batches up to its optimization profile's maximum
+        self._largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
         self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._closed = False
@@ -232,32 +251,134 @@ class Engine:
             raise WrongCall("this engine is closed; load the artifact again")
         return dict(zip(self._names, self.runner.run(self._names, feed)))
 
-    def raw_outputs(self, items: Iterable[Any], batch_size: int = 32) -> list[list[dict[str, np.ndarray]]]:
+    def raw_outputs(self, items: Iterable[Any], batch_size: int | None = None) -> list[list[dict[str, np.ndarray]]]:
         """Per item, the raw named outputs of each of its parts (windows, or one), in input order."""
-        return [outs for outs, _, _, _ in self._parts(items, batch_size, False, "items")]
+        return [outs for chunk in self._chunks(items, batch_size, False, "items") for outs in chunk.outs]
 
-    def _parts(self, items: Iterable[Any], batch_size: int, show_progress: bool,
-               what: str) -> Iterable[tuple[list[dict[str, np.ndarray]], list[Prepared], Any, bool]]:
-        """Check and encode items, run their parts in sorted batches; yield per item (outputs, parts,
-        the checked item, truncated), in input order."""
-        positive_int("batch_size", batch_size)
-        fam = self.family_spec
+    def _chunks(self, items: Iterable[Any], batch_size: int | None, show_progress: bool, what: str,
+                decide: Callable[["_Chunk", list[int]], None] | None = None) -> Iterator["_Chunk"]:
+        """Check and encode items, run their parts in sorted batches; yield each chunk of items once all
+        its parts ran. ``decide(chunk, items)`` is called as soon as items have all their outputs, in runs of
+        up to DECIDE_RUN, so decoding fills the time the runtime waits for batches. With ``prefetch``,
+        batches are prepared in a background thread while the runtime runs earlier ones
+        (`readout_sdk.pipeline`)."""
+        size = min(self.batch_size if batch_size is None else positive_int("batch_size", batch_size), self._largest)
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
-        base = 0
-        for chunk in chunks(check_items(items, what), CHUNK):
-            checked = [fam.check_item(base + j, item) for j, item in enumerate(chunk)]
-            groups = fam.encode(self.context, base, checked)
-            flat = [p for g in groups for p in g]
-            weights = [1.0 / len(g) for g in groups for _ in g]
-            outs = run_sorted(flat, batch_size, self.abi, self._forward, progress, weights, self.max_batch_tokens,
-                              self._pool)
-            for item, g, item_outs in zip(checked, groups, regroup(outs, groups)):
-                yield item_outs, g, item, any(p.truncated for p in g)
-            base += len(chunk)
+        batches: Iterator[_Batch] = self._prepared(items, size, what)
+        ahead = Ahead(batches, self.prefetch, cost=lambda b: len(b.parts)) if self.prefetch else None
+        try:
+            yield from self._ran(ahead or batches, progress, decide)
+        finally:
+            if ahead is not None:
+                ahead.close()
         progress.close()
 
-    def _decide(self, call: str, items: Iterable[Any], batch_size: int = 32, show_progress: bool = False,
+    def _prepared(self, items: Iterable[Any], batch_size: int, what: str) -> Iterator["_Batch"]:
+        """Items checked a chunk (CHUNK items) at a time; each chunk's parts length-sorted into padded batches.
+
+        Serial, a chunk is encoded in one call and sorted by token count. Pipelined, the runtime should not
+        wait for a whole chunk to be tokenized, yet sorting only within small slices would pad far more
+        (MiniLM, batch 256: 1.48x the real tokens sorted 512 at a time, 1.06x over 4096). So the chunk is
+        first ordered by characters (a close proxy for tokens, at no tokenizing cost) and then encoded and
+        batched a slice of ``batch_size`` items at a time in that order, each slice re-sorted by tokens."""
+        fam = self.family_spec
+        base = 0
+        for items_now in chunks(check_items(items, what), CHUNK):
+            chunk = _Chunk(len(items_now))
+            encoded: Iterable[list[list[Prepared]]]
+            if not self.prefetch:
+                chunk.checked = [fam.check_item(base + j, item) for j, item in enumerate(items_now)]
+                slices = [list(range(len(items_now)))]
+                encoded = [fam.encode(self.context, base, chunk.checked)]
+            else:
+                order = sorted(range(len(items_now)), key=lambda j: _characters(items_now[j]))
+                slices = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+                # a third stage: the tokenizer (native, outside the GIL) checks and encodes the next slice
+                # while this thread pads the last one
+                encoded = Ahead((self._encode_slice(chunk, items_now, base, js) for js in slices), 2,
+                                name="readout-tokenize")
+            try:
+                yield from self._batched(chunk, items_now, base, slices, encoded, batch_size)
+            finally:
+                if isinstance(encoded, Ahead):
+                    encoded.close()
+            base += len(items_now)
+
+    def _batched(self, chunk: "_Chunk", items: list[Any], base: int, slices: list[list[int]],
+                 encoded: Iterable[list[list[Prepared]]], batch_size: int) -> Iterator["_Batch"]:
+        """Each slice's parts, once encoded, length-sorted into padded batches; pipelined slices were encoded
+        unchecked, so their batches are zero-row checked here, vectorized."""
+        for n, (js, groups) in enumerate(zip(slices, encoded)):
+            chunk.place(js, groups)
+            parts = [(j, p) for j in js for p in range(len(chunk.groups[j]))]
+            prepared = [chunk.groups[j][p] for j, p in parts]
+            planned = plan_batches(prepared, batch_size, self.max_batch_tokens)
+            for k, idx in enumerate(planned):
+                feed = feed_for(self.abi, [prepared[i] for i in idx])
+                if self.prefetch and self.context.encoder.without_content(feed["input_ids"],
+                                                                          feed["attention_mask"]).any():
+                    self._refuse_in_order(items, base)
+                yield _Batch(chunk, [parts[i] for i in idx], feed, n == len(slices) - 1 and k == len(planned) - 1)
+
+    def _encode_slice(self, chunk: "_Chunk", items: list[Any], base: int, js: list[int]) -> list[list[Prepared]]:
+        """Check and encode some of a chunk's items (``js``, out of input order; the zero-row policy is checked
+        on their padded batches). An item refused here is refused as a serial call refuses it."""
+        fam = self.family_spec
+        try:
+            checked = [fam.check_item(base + j, items[j]) for j in js]
+            for j, item in zip(js, checked):
+                chunk.checked[j] = item
+            return fam.encode(self.context, base, checked, check=False)
+        except (InputRefused, TypeError, ValueError):
+            self._refuse_in_order(items, base)
+            raise
+
+    def _refuse_in_order(self, items: list[Any], base: int) -> None:
+        """Check and encode a chunk in input order, zero-row policy included: raises the refusal a serial call
+        raises, naming the chunk's first refused item (the pipelined path's error path only)."""
+        fam = self.family_spec
+        fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)])
+        raise InputRefused(f"items {base}..{base + len(items) - 1}: an item has no content tokens")
+
+    def _ran(self, batches: Iterable["_Batch"], progress: Progress,
+             decide: Callable[["_Chunk", list[int]], None] | None) -> Iterator["_Chunk"]:
+        """Run each batch and place its rows in its chunk; yield each chunk once all its batches ran. With
+        several streams, up to two batches per stream are in flight (their results land by index)."""
+        def run(batch: _Batch) -> _Batch:
+            for (j, p), out in zip(batch.parts, split_rows(self.abi, self._forward(batch.feed), batch.feed)):
+                batch.chunk.outs[j][p] = out
+            return batch
+
+        def landed(batch: _Batch) -> Iterator[_Chunk]:  # in this thread, whichever thread ran the batch
+            chunk = batch.chunk
+            if progress.enabled:
+                progress.update(sum(1.0 / len(chunk.groups[j]) for j, _ in batch.parts))
+            chunk.landed(batch.parts)
+            if decide is not None and (len(chunk.ready) >= DECIDE_RUN or batch.last):
+                decide(chunk, chunk.ready)
+                chunk.ready = []
+            if batch.last:
+                yield chunk
+
+        if self._pool is None:
+            for batch in batches:
+                yield from landed(run(batch))
+            return
+        pending: deque[Any] = deque()
+        try:
+            for batch in batches:
+                pending.append(self._pool.submit(run, batch))
+                while len(pending) > 2 * self.streams or (pending and pending[0].done()):
+                    yield from landed(pending.popleft().result())
+            while pending:
+                yield from landed(pending.popleft().result())
+        except BaseException:
+            for f in pending:  # a failed batch (or Ctrl-C) stops the rest of the call
+                f.cancel()
+            raise
+
+    def _decide(self, call: str, items: Iterable[Any], batch_size: int | None = None, show_progress: bool = False,
                 what: str = "texts", **options: Any) -> Any:
         """The one decision path: encode, run, then the family's decoder per item."""
         fam = self.family_spec
@@ -265,52 +386,59 @@ class Engine:
             owners = " / ".join(f.name for f in REGISTRY.values() if call in f.calls)
             raise WrongCall(f"{call}() is for {owners} artifacts; this artifact is {self.family}: use "
                             f"{' or '.join(c + '()' for c in fam.calls)}")
-        traced = list(self._traced(items, batch_size, show_progress, what, options))
-        return fam.collect(self.context, [t.result for t in traced], tuple(t.truncated for t in traced))
+        results: list[Any] = []
+        cut: list[bool] = []
+        for chunk in self._decided(items, batch_size, show_progress, what, options, keep=False):
+            results += chunk.results
+            cut += chunk.cut
+        return fam.collect(self.context, results, tuple(cut))
 
-    def _traced(self, items: Iterable[Any], batch_size: int, show_progress: bool, what: str,
-                options: dict[str, Any]) -> Iterator["Traced"]:
+    def _decided(self, items: Iterable[Any], batch_size: int | None, show_progress: bool, what: str,
+                 options: dict[str, Any], keep: bool = True) -> Iterator["_Chunk"]:
+        """Chunks of items, each item decided by the family (``chunk.results``), in input order. ``keep=False``
+        releases each item's encodings and raw outputs once it is decided: freeing thousands of encodings
+        costs tens of milliseconds, better spent while the runtime runs than after the last batch."""
         fam = self.family_spec
         opts = fam.options(self.context, **options)
-        run: list[tuple[Any, list[dict[str, np.ndarray]], Any, bool]] = []
 
-        def decided() -> Iterator[Traced]:  # a run of items at a time (Family.decide_all), in order
-            for (item, outs, parts, cut), result in zip(run, fam.decide_all(self.context, run, **opts)):
-                yield Traced(item, result, outs, parts, cut)
+        def decide(chunk: _Chunk, js: list[int]) -> None:  # a run of items at a time (Family.decide_all)
+            run = [(chunk.checked[j], chunk.outs[j], chunk.groups[j], chunk.cut[j]) for j in js]
+            for j, result in zip(js, fam.decide_all(self.context, run, **opts)):
+                chunk.results[j] = result
+            if not keep:
+                del run
+                for j in js:
+                    chunk.groups[j] = chunk.outs[j] = []
 
-        for outs, parts, item, cut in self._parts(items, batch_size, show_progress, what):
-            run.append((item, outs, parts, cut))
-            if len(run) == DECIDE_RUN:
-                yield from decided()
-                run = []
-        if run:
-            yield from decided()
+        return self._chunks(items, batch_size, show_progress, what, decide)
 
-    def trace(self, items: Iterable[Any], batch_size: int = 32, **options: Any) -> list["Traced"]:
+    def trace(self, items: Iterable[Any], batch_size: int | None = None, **options: Any) -> list["Traced"]:
         """The family's decision per item (as :meth:`decide`, before results are collected), with the raw
         outputs and encoded parts it came from: what evaluation and calibration read, in one run."""
-        return list(self._traced(items, batch_size, False, "items", options))
+        return [Traced(item, chunk.results[j], chunk.outs[j], chunk.groups[j], chunk.cut[j])
+                for chunk in self._decided(items, batch_size, False, "items", options)
+                for j, item in enumerate(chunk.checked)]
 
     # ---- embedding --------------------------------------------------------------------------
-    def embed(self, texts: Iterable[str], batch_size: int = 32, show_progress: bool = False) -> Embeddings:
+    def embed(self, texts: Iterable[str], batch_size: int | None = None, show_progress: bool = False) -> Embeddings:
         """Vectors for ``texts`` with the declared normalization and similarity."""
         return self._decide("embed", texts, batch_size, show_progress)
 
     # ---- classification families -----------------------------------------------------------
-    def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int = 32,
+    def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int | None = None,
                  show_progress: bool = False) -> list[Classification] | list[MultiLabel] | list[Regression]:
         """Per text: the decision the record declares (single label, multilabel, or named values)."""
         return self._decide("classify", texts, batch_size, show_progress, top_k=top_k)
 
     # ---- token classification ---------------------------------------------------------------
-    def tag(self, texts: Iterable[str], aggregation: str = "simple", batch_size: int = 32,
+    def tag(self, texts: Iterable[str], aggregation: str = "simple", batch_size: int | None = None,
             show_progress: bool = False) -> list[TaggedText]:
         """Entities per text with character offsets; aggregation as in transformers' pipeline."""
         return self._decide("tag", texts, batch_size, show_progress, aggregation=aggregation)
 
     # ---- extractive QA ----------------------------------------------------------------------
     def answer(self, question: str, context: str, top_k: int = 1, max_answer_length: int | None = None,
-               batch_size: int = 32, align_to_words: bool | None = None) -> Answer | list[Answer]:
+               batch_size: int | None = None, align_to_words: bool | None = None) -> Answer | list[Answer]:
         """The best answer span(s) in ``context``: one :class:`Answer` for top_k=1, else a list, best first.
 
         Long contexts are split into overlapping windows (the record's stride); spans never cross
@@ -323,13 +451,13 @@ class Engine:
         return answers[0] if top_k == 1 else answers
 
     # ---- cross-encoder ----------------------------------------------------------------------
-    def score_pairs(self, pairs: Iterable[tuple[str, str]], batch_size: int = 32,
+    def score_pairs(self, pairs: Iterable[tuple[str, str]], batch_size: int | None = None,
                     show_progress: bool = False) -> list[Scored]:
         """Scores of (query, document) pairs with the declared score type, in input order."""
         return self._decide("score_pairs", pairs, batch_size, show_progress, what="pairs")
 
     def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
-               batch_size: int = 32) -> list[Scored]:
+               batch_size: int | None = None) -> list[Scored]:
         """Documents sorted by score (descending; ties keep input order), each with its input index."""
         if "rerank" not in self.family_spec.calls:
             self._decide("rerank", [])  # refuses, naming the right call
@@ -343,7 +471,7 @@ class Engine:
         return ranked[:top_k] if top_k is not None else ranked
 
     # ---- late interaction -------------------------------------------------------------------
-    def encode_tokens(self, texts: Iterable[str], batch_size: int = 32,
+    def encode_tokens(self, texts: Iterable[str], batch_size: int | None = None,
                       show_progress: bool = False) -> list[TokenVectors]:
         """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order."""
         return self._decide("encode_tokens", texts, batch_size, show_progress)
@@ -358,7 +486,7 @@ class Engine:
         return maxsim(q, d)
 
     # ---- sparse -----------------------------------------------------------------------------
-    def sparse_encode(self, texts: Iterable[str], batch_size: int = 32,
+    def sparse_encode(self, texts: Iterable[str], batch_size: int | None = None,
                       show_progress: bool = False) -> list[SparseVector]:
         """Per text, the nonzero vocabulary weights, heaviest first, with their tokens."""
         return self._decide("sparse_encode", texts, batch_size, show_progress)
@@ -369,7 +497,7 @@ class Engine:
         return self._decide("choose", [(question, choices)], 1, what="choices")[0]
 
     # ---- dispatch ---------------------------------------------------------------------------
-    def decide(self, items: Iterable[Any], batch_size: int = 32, **options: Any) -> Any:
+    def decide(self, items: Iterable[Any], batch_size: int | None = None, **options: Any) -> Any:
         """The family's call over many items in one sorted run (serving uses this): texts, pairs,
         (question, context) or (question, choices) items; QA returns each item's answers, best first."""
         return self._decide(self.family_spec.call, items, batch_size, what="items", **options)
@@ -380,6 +508,55 @@ class Engine:
         if self.family_spec.single_item:
             return call(*_two(inputs, f"({', '.join(self.family_spec.fields)})"), **kwargs)
         return call(inputs, **kwargs)
+
+
+class _Chunk:
+    """Items checked together; each item's parts (windows, or one) once encoded, each part's outputs once
+    its batch ran, and each item's decision once decided: indexed by the item's place in the chunk, whatever
+    order they were prepared, run and decided in."""
+
+    def __init__(self, size: int):
+        self.checked: list[Any] = [None] * size  # as Family.check_item returns them
+        self.groups: list[list[Prepared]] = [[] for _ in range(size)]
+        self.outs: list[list[Any]] = [[] for _ in range(size)]
+        self.results: list[Any] = [None] * size
+        self.cut: list[bool] = [False] * size  # whether an item was cut at max_length
+        self.ready: list[int] = []  # items whose every part ran, not yet decided
+        self._waiting: list[int] = [0] * size
+
+    def place(self, js: list[int], groups: list[list[Prepared]]) -> None:
+        for j, parts in zip(js, groups):
+            self.groups[j] = parts
+            self.outs[j] = [None] * len(parts)
+            self._waiting[j] = len(parts)
+            self.cut[j] = any(p.truncated for p in parts)
+
+    def landed(self, parts: list[tuple[int, int]]) -> None:
+        for j, _ in parts:
+            self._waiting[j] -= 1
+            if self._waiting[j] == 0:
+                self.ready.append(j)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One padded batch: its parts as (item in the chunk, part of the item), the graph feed, and whether it
+    is the chunk's last batch."""
+
+    chunk: _Chunk
+    parts: list[tuple[int, int]]
+    feed: dict[str, np.ndarray]
+    last: bool
+
+
+def _characters(item: Any, depth: int = 2) -> int:
+    """An item's characters (a text, a pair, a question and its choices), whatever it holds (items are
+    checked later): what the pipelined path sorts by before tokenizing."""
+    if isinstance(item, str):
+        return len(item)
+    if depth and isinstance(item, (tuple, list)):
+        return sum(_characters(x, depth - 1) for x in item)
+    return 0
 
 
 @dataclass(frozen=True)

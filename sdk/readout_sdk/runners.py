@@ -103,11 +103,19 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
     only where its library loads: ONNX Runtime lists it whether or not TensorRT is installed, and asking
     for it without TensorRT prints a page of "EP Error" and falls back. Why it was left out goes to ``notes``.
     """
-    import onnxruntime as ort
-
+    ort = onnxruntime_module()
     if device == "cpu":  # nothing of a GPU is looked at (or loaded) for a CPU session
         return ["CPUExecutionProvider"]
+    if device not in ("cuda", "auto"):
+        raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
     available = ort.get_available_providers()
+    no_cuda = cuda_problem()
+    if no_cuda:  # asking ONNX Runtime anyway prints its banner and falls back: say why here instead
+        if device == "cuda":
+            raise DeviceUnavailable(f"device 'cuda' cannot be used: {no_cuda}")
+        if notes is not None and "CUDAExecutionProvider" in available:
+            notes.append(f"CUDA not used: {no_cuda}")
+        return ["CPUExecutionProvider"]
     gpu: list = []
     for p in GPU_PROVIDERS:
         if p not in available:
@@ -123,29 +131,35 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
             gpu.append((p, tensorrt_options(record, cache_dir)))
         else:
             gpu.append((p, {"use_tf32": "1" if tf32 else "0"}))
-    if device == "cuda":
-        if not gpu:
-            raise DeviceUnavailable(f"device 'cuda' needs onnxruntime-gpu (CUDA or TensorRT execution provider); "
-                                    f"this machine offers: {', '.join(available)}")
-        return gpu + ["CPUExecutionProvider"]
-    if device == "auto":
-        return gpu + ["CPUExecutionProvider"]
-    raise DeviceUnavailable(f"unknown device {device!r}; expected 'cpu', 'cuda' or 'auto'")
+    return gpu + ["CPUExecutionProvider"]
 
 
-def tensorrt_provider_problem() -> str | None:
-    """Why ONNX Runtime's TensorRT provider cannot load here (None: it can). The provider's library is
-    loaded the way ONNX Runtime would load it (its TensorRT dependencies resolved by the dynamic loader),
-    so a missing ``libnvinfer`` is found here, quietly, instead of in ONNX Runtime's banner. Asked at each
-    CUDA load (a library loaded once costs nothing the next time; one made findable later is found then)."""
+ONNXRUNTIME_INSTALL = ("pip install 'readout-export[cpu]' (or 'readout-export[gpu]' for CUDA: onnxruntime-gpu, "
+                       "which also runs on the CPU; on Jetson, NVIDIA's onnxruntime-gpu wheel)")
+
+
+def onnxruntime_module() -> Any:
+    """``import onnxruntime``, or one line naming the install: the base install carries no ONNX Runtime, so
+    that the CPU and the GPU wheel (which write the same package) are never installed side by side."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise DeviceUnavailable(f"ONNX Runtime is not installed: {ONNXRUNTIME_INSTALL}") from None
+    return onnxruntime
+
+
+def _provider_library_problem(provider: str, library: str, what: str) -> str | None:
+    """Why ONNX Runtime's ``provider`` library (``tensorrt``, ``cuda``) cannot load here (None: it can). It is
+    loaded the way ONNX Runtime would load it (its dependencies resolved by the dynamic loader), so a missing
+    ``libnvinfer`` or ``libcublasLt`` is found here, quietly, instead of in ONNX Runtime's "EP Error" banner.
+    Asked at each GPU load (a library loaded once costs nothing the next time; one made findable later is
+    found then)."""
     import ctypes
 
-    import onnxruntime as ort
-
-    capi = Path(ort.__file__).parent / "capi"
-    found = sorted(capi.glob("*onnxruntime_providers_tensorrt*"))
+    capi = Path(onnxruntime_module().__file__).parent / "capi"
+    found = sorted(capi.glob(f"*onnxruntime_providers_{provider}*"))
     if not found:
-        return "its library is not in this onnxruntime package"
+        return f"{library} is not in this onnxruntime package"
     try:
         for shared in sorted(capi.glob("*onnxruntime_providers_shared*")):  # what the provider links against
             ctypes.CDLL(str(shared), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
@@ -153,16 +167,56 @@ def tensorrt_provider_problem() -> str | None:
     except OSError as e:
         from readout_sdk.errors import first_line
 
-        return f"TensorRT cannot be loaded ({first_line(e)}); install TensorRT to use it"
+        return f"{what} cannot be loaded ({first_line(e)})"
     return None
 
 
+def tensorrt_provider_problem() -> str | None:
+    """Why ONNX Runtime's TensorRT provider cannot load here (None: it can)."""
+    why = _provider_library_problem("tensorrt", "its library", "TensorRT")
+    return f"{why}; install TensorRT to use it" if why and "cannot be loaded" in why else why
+
+
+def cuda_device_count() -> tuple[int, str]:
+    """(CUDA devices the NVIDIA driver shows this process, why none): asked of the driver library itself
+    (``cuInit``, ``cuDeviceGetCount``), which every machine that runs CUDA has, so a GPU wheel on a machine
+    without a GPU (a CI runner, a laptop) is told apart without creating a session."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            driver = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return 0, "no NVIDIA driver is installed (libcuda not found)"
+    status = driver.cuInit(0)
+    if status != 0:
+        return 0, f"the NVIDIA driver sees no usable GPU (cuInit error {status})"
+    count = ctypes.c_int(0)
+    if driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return 0, "the NVIDIA driver sees no GPU"
+    return count.value, ""
+
+
+def cuda_problem() -> str | None:
+    """Why ONNX Runtime cannot run on CUDA here (None: it can): its CUDA provider is missing (the CPU
+    wheel), its library cannot load (CUDA or cuDNN libraries not found), or there is no GPU."""
+    ort = onnxruntime_module()
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return ("this ONNX Runtime has no CUDA provider (the CPU wheel); install the GPU one: "
+                "pip install 'readout-export[gpu]'")
+    why = _provider_library_problem("cuda", "its CUDA provider's library", "its CUDA provider")
+    if why:
+        return f"{why}; see docs/gpu.md for the CUDA and cuDNN libraries onnxruntime-gpu needs"
+    count, none = cuda_device_count()
+    return None if count else none
+
+
 def gpu_available() -> bool:
-    """Whether ONNX Runtime offers a GPU provider here."""
-    import onnxruntime as ort
-
-    return any(p in ort.get_available_providers() for p in GPU_PROVIDERS)
-
+    """Whether ONNX Runtime can run on a GPU here (:func:`cuda_problem` finds nothing)."""
+    return cuda_problem() is None
 
 
 class OrtRunner(Lifecycle):
@@ -177,7 +231,7 @@ class OrtRunner(Lifecycle):
     backend = "onnxruntime"
 
     def __init__(self, path: Path, providers: list[Any], streams: int = 1, threads: int | None = None):
-        import onnxruntime as ort
+        ort = onnxruntime_module()
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 3

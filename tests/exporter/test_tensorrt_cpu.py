@@ -29,9 +29,9 @@ HAVE_TRT = importlib.util.find_spec("tensorrt") is not None
 
 
 def _cuda() -> bool:
-    import onnxruntime as ort
+    from readout_sdk.runners import gpu_available
 
-    return "CUDAExecutionProvider" in ort.get_available_providers()
+    return gpu_available()
 
 
 gpu = pytest.mark.skipif(not (HAVE_TRT and _cuda()),

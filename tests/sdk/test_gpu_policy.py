@@ -23,8 +23,27 @@ GPU = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvid
 
 @pytest.fixture
 def gpu_listed(monkeypatch):
-    """onnxruntime-gpu's provider list, as it reports it whether or not TensorRT is installed."""
+    """onnxruntime-gpu's provider list, as it reports it whether or not TensorRT is installed, on a machine
+    where CUDA can run (its provider library loads and the driver shows a GPU)."""
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(GPU))
+    monkeypatch.setattr(runners, "cuda_problem", lambda: None)
+
+
+def test_the_gpu_wheel_without_a_gpu_runs_on_the_cpu_and_says_why(monkeypatch, tmp_path):
+    """onnxruntime-gpu lists CUDA on any machine; without a GPU (here: no NVIDIA driver, and this
+    onnxruntime has no CUDA provider library) ONNX Runtime is never asked for it: "cuda" is refused in one
+    line, "auto" runs on the CPU with the reason noted."""
+    monkeypatch.setattr(ort, "get_available_providers", lambda: list(GPU))
+    count, why = runners.cuda_device_count()
+    assert count == 0 and why  # this machine: no driver
+    problem = runners.cuda_problem()
+    assert problem and "CUDA provider" in problem
+    with pytest.raises(readout_sdk.DeviceUnavailable, match=f"^device 'cuda' cannot be used: {problem[:20]}"):
+        runners.providers_for("cuda", None, tmp_path)
+    notes: list[str] = []
+    assert runners.providers_for("auto", None, tmp_path, notes=notes) == ["CPUExecutionProvider"]
+    assert notes == [f"CUDA not used: {problem}"]
+    assert not runners.gpu_available()
 
 
 def _names(providers):

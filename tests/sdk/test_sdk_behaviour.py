@@ -147,11 +147,12 @@ def test_truncation_is_flagged_for_every_family(shared):
     assert [s.truncated for s in cross.score_pairs([("q", "d"), ("q", long)])] == [False, True]
 
 
-@pytest.mark.skipif("CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers(),
+@pytest.mark.skipif(__import__("readout_sdk.runners").runners.gpu_available(),
                     reason="this machine has CUDA; the refusal path cannot be shown here")
 def test_unavailable_device_and_precision_are_clear(shared):
     artifact = shared("embedding")[1]
-    with pytest.raises(DeviceUnavailable, match="this machine offers: .*CPUExecutionProvider"):
+    with pytest.raises(DeviceUnavailable, match="device 'cuda' cannot be used: this ONNX Runtime has no CUDA "
+                                                r"provider \(the CPU wheel\); .*readout-export\[gpu\]"):
         readout_sdk.load(artifact, device="cuda")
     with pytest.raises(DeviceUnavailable, match="precision 'fp16' is not in this artifact .*onnx-fp32 .*onnx-int8"):
         readout_sdk.load(artifact, precision="fp16")

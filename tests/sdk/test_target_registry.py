@@ -184,7 +184,7 @@ def test_parity_cells_are_the_ways_the_sdk_runs_a_target(embedding):
     from readout_sdk.runners import cpu_has_bf16
 
     art = readout_sdk.open_artifact(embedding)
-    gpu = "CUDAExecutionProvider" in ort.get_available_providers()
+    gpu = readout_sdk.runners.gpu_available()
     cells = {t.name: dict(ways_to_run(embedding, t, art.record)) for t in art.targets}
     assert {n: sorted(c) for n, c in cells.items()} == {
         "onnx-fp32": ["CPUExecutionProvider", "CUDAExecutionProvider", "OpenVINO:CPU"],

@@ -60,6 +60,9 @@ def require_export_extra() -> None:
 
         raise ReadoutExportError(f"building needs the export extra (missing: {', '.join(missing)}); "
                                  "install it with: pip install 'readout-export[export]'")
+    from readout_sdk.runners import onnxruntime_module
+
+    onnxruntime_module()  # checks and converts graphs with either wheel; refuses, naming both, when there is none
 
 
 def fail(code: int, message: str, as_json: bool, debug: bool, every: list[str] | None = None) -> None:

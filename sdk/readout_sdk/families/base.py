@@ -197,13 +197,14 @@ class Family:
         values = [row_field(index, row, f, self.fields) for f in self.fields]
         return values[0] if len(values) == 1 else tuple(values)
 
-    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
-        """Each item's parts (one, or its windows when the record declares windows), zero-row checked."""
+    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
+        """Each item's parts (one, or its windows when the record declares windows), zero-row checked
+        (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`)."""
         encoded = ctx.encoder.encode_batch(base, items, ctx.windows)
         out = []
         for j, enc in enumerate(encoded):
             parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
-            for p in parts:
+            for p in parts if check else ():
                 ctx.encoder.check(base + j, p, self.checked_role)
             out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None) for p in parts])
         return out

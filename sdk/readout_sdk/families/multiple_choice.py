@@ -47,11 +47,11 @@ class MultipleChoiceFamily(Family):
         question = row_field(index, row, "question", self.fields)
         return question, choices_field(index, row_field(index, row, "choices", self.fields))
 
-    def encode(self, ctx: Context, base: int, items: Sequence[Any]) -> list[list[Prepared]]:
+    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
         out = []
         for question, options in items:  # one part per question: its k (question, choice) encodings
             encs = ctx.encoder.encode_batch(0, [(question, c) for c in options])
-            for i, enc in enumerate(encs):
+            for i, enc in enumerate(encs if check else ()):
                 ctx.encoder.check(i, enc)
             out.append([Prepared(tuple(encs), any(bool(e.overflowing) for e in encs))])
         return out

@@ -32,7 +32,8 @@ class Backend:
 TENSORRT_INSTALL = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
                     "docs/jetson.md)")
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("onnxruntime", ("cpu", "cuda"), ("onnxruntime",), "pip install readout-export",
+    Backend("onnxruntime", ("cpu", "cuda"), ("onnxruntime",),
+            "pip install 'readout-export[cpu]' (CUDA: 'readout-export[gpu]')",
             labels=("CPUExecutionProvider", "CUDAExecutionProvider")),
     Backend("openvino", ("cpu",), ("openvino",), "pip install 'readout-export[openvino]'", compiled_cache=True,
             labels=("OpenVINO:CPU",)),

@@ -1,0 +1,37 @@
+"""Devices an engine runs on, with the batching each is fed by default: the one place the SDK, serving and
+the bench read them from. A call's ``batch_size`` and ``load(max_batch_tokens=..., prefetch=...)`` override.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device and how a call feeds it unless told otherwise."""
+
+    name: str
+    batch_size: int        # items per batch
+    max_batch_tokens: int  # padded tokens per batch (batch items x the batch's longest item)
+    prefetch: int          # items prepared (tokenized, padded) ahead of the runtime; 0: prepared when needed
+    why: str
+
+
+DEVICES: dict[str, Device] = {d.name: d for d in (
+    Device("cpu", 32, 2048, 0,
+           "batch 32 and 2048 padded tokens were best or near it on 2-core x86 (docs/sdk.md); the runtime's "
+           "threads use every core, so preparing the next batch beside it only competes for them"),
+    Device("cuda", 256, 65536, 2048,
+           "a GPU needs large batches to fill (batch 256, 65,536 tokens: 1.8x the CPU defaults' throughput "
+           "on an H200, issue 32) and idles while the CPU tokenizes unless batches are prepared ahead"),
+)}
+
+CHOICES = ("auto", *DEVICES)  # what load(device=...) accepts: "auto" is CUDA where ONNX Runtime offers it
+
+
+def device(name: str) -> Device:
+    """The device called ``name`` (a KeyError names the known ones)."""
+    try:
+        return DEVICES[name]
+    except KeyError:
+        raise KeyError(f"unknown device {name!r}; known: {', '.join(DEVICES)}") from None
