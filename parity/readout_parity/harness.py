@@ -137,7 +137,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
         overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
-        from readout_sdk.runners import onnxruntime_module
+        from readout_sdk.targets.backends import onnxruntime_module
 
         available = onnxruntime_module().get_available_providers()
         targets = [t for t in art.targets if only is None or t.name in only]

@@ -76,7 +76,7 @@ def sha256_file(path: Path) -> str:
 
 def read_onnx_record(path: Path) -> dict[str, Any]:
     """Return the ABI record embedded in an ONNX file, using onnxruntime only."""
-    from readout_sdk.runners import onnxruntime_module
+    from readout_sdk.targets.backends import onnxruntime_module
 
     ort = onnxruntime_module()
 

@@ -150,7 +150,9 @@ class Engine:
     def __init__(self, artifact: Artifact, runner: Runner, target: Target, reason: str = "",
                  max_batch_tokens: int | None = None, prefetch: int | None = None):
         optional_positive_int("max_batch_tokens", max_batch_tokens)
-        feeds = DEVICE_DEFAULTS[runner.device]
+        # a runner elsewhere (Triton's BLS runner: the server batches, the text model passes its own batch
+        # size) is fed as on the CPU
+        feeds = DEVICE_DEFAULTS.get(runner.device) or DEVICE_DEFAULTS["cpu"]
         self.artifact = artifact
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]

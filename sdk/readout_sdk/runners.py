@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.targets.backends import onnxruntime_module
 
 OPENVINO_EXTRA = "pip install 'readout-export[openvino]'"
 
@@ -132,20 +133,6 @@ def providers_for(device: str, record: dict | None = None, cache_dir: Path | Non
         else:
             gpu.append((p, {"use_tf32": "1" if tf32 else "0"}))
     return gpu + ["CPUExecutionProvider"]
-
-
-ONNXRUNTIME_INSTALL = ("pip install 'readout-export[cpu]' (or 'readout-export[gpu]' for CUDA: onnxruntime-gpu, "
-                       "which also runs on the CPU; on Jetson, NVIDIA's onnxruntime-gpu wheel)")
-
-
-def onnxruntime_module() -> Any:
-    """``import onnxruntime``, or one line naming the install: the base install carries no ONNX Runtime, so
-    that the CPU and the GPU wheel (which write the same package) are never installed side by side."""
-    try:
-        import onnxruntime
-    except ImportError:
-        raise DeviceUnavailable(f"ONNX Runtime is not installed: {ONNXRUNTIME_INSTALL}") from None
-    return onnxruntime
 
 
 def _provider_library_problem(provider: str, library: str, what: str) -> str | None:

@@ -173,7 +173,8 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
 
 @main.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
-@click.option("--items", default=512, show_default=True, help="Corpus size (fixed seed; 5..110 words, about 8..148 WordPiece tokens).")
+@click.option("--items", type=int, default=None, help="Corpus size (fixed seed; 5..110 words, about 8..148 WordPiece "
+                                                      "tokens). Default: 512 on the CPU, 4096 on CUDA.")
 @click.option("--repeats", default=5, show_default=True, help="Full passes per configuration (the median counts), and rounds of each tier's head-to-head match "
                    "(its two finalists alternated, one pass each per round).")
 @click.option("--latency-items", default=64, show_default=True, help="Single-item calls timed for p50/p95.")
@@ -183,9 +184,13 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep bench.json in the artifact (a default load() uses its speeds only where the manifest "
                    "declared serving.min_parity, among targets whose kept parity meets that floor).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="cuda: the SDK on the GPU end to end against plain ONNX Runtime on the same graphs and "
+                   "sentence-transformers on CUDA (fp32, fp16, bf16), parity per row against eager fp32 with TF32 "
+                   "off (--items defaults to 4096 there; --latency-items, --plot and --keep do not apply).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def bench(artifact: str, items: int, repeats: int, latency_items: int, no_processes: bool, json_path: str | None,
-          plot_path: str | None, keep: bool, debug: bool) -> None:
+def bench(artifact: str, items: int | None, repeats: int, latency_items: int, no_processes: bool,
+          json_path: str | None, plot_path: str | None, keep: bool, device: str, debug: bool) -> None:
     """Measure ARTIFACT against its peers in one run: throughput (batch 32), latency (batch 1), parity
     against eager PyTorch, GEMM peak and achieved GFLOP/s, import time, peak RSS, install size, and the
     performance goals; each parity tier's fastest SDK and peer configurations are then timed head to head
@@ -194,8 +199,12 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
     from pathlib import Path
 
     for name, value in (("--items", items), ("--repeats", repeats), ("--latency-items", latency_items)):
-        if value < 1:
+        if value is not None and value < 1:
             raise click.BadParameter(f"must be at least 1, got {value}", param_hint=name)
+    if device == "cuda":
+        _bench_gpu(artifact, items or 4096, repeats, json_path, debug)
+        return
+    items = items or 512
 
     def go():
         require_export_extra()
@@ -216,6 +225,23 @@ def bench(artifact: str, items: int, repeats: int, latency_items: int, no_proces
     from readout_export.bench.report import table
 
     click.echo(table(report))
+
+
+def _bench_gpu(artifact: str, items: int, repeats: int, json_path: str | None, debug: bool) -> None:
+    """`bench --device cuda` (`readout_export.bench.gpu`)."""
+    def go():
+        require_export_extra()
+        from readout_export.bench.gpu import run_gpu_bench
+
+        report = run_gpu_bench(artifact, items, repeats, say=lambda m: click.echo(f"  {m}", err=True))
+        if json_path:
+            write_report(json_path, json.dumps(asdict(report), indent=2, default=str) + "\n")
+        return report
+
+    report = run_command(debug, False, go)
+    from readout_export.bench.gpu import text_table
+
+    click.echo(text_table(report))
 
 
 @main.command(name="compile")

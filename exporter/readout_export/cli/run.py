@@ -60,7 +60,7 @@ def require_export_extra() -> None:
 
         raise ReadoutExportError(f"building needs the export extra (missing: {', '.join(missing)}); "
                                  "install it with: pip install 'readout-export[export]'")
-    from readout_sdk.runners import onnxruntime_module
+    from readout_sdk.targets.backends import onnxruntime_module
 
     onnxruntime_module()  # checks and converts graphs with either wheel; refuses, naming both, when there is none
 

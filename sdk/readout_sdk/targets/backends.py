@@ -1,8 +1,12 @@
 """SDK backends: the runtimes that run a target's graph, where they run, and what installs them."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
+
+from readout_sdk.errors import DeviceUnavailable
 
 
 @dataclass(frozen=True)
@@ -10,6 +14,7 @@ class Backend:
     """One runtime the SDK runs graphs on."""
 
     name: str
+    title: str                      # what a message calls it
     devices: tuple[str, ...]        # "cpu", "cuda"
     modules: tuple[str, ...]        # what must be importable for it to run
     install: str                    # the one command that installs it
@@ -21,6 +26,13 @@ class Backend:
         """Whether its runtime can be imported here (without importing it)."""
         return all(importlib.util.find_spec(m) is not None for m in self.modules)
 
+    def module(self) -> Any:
+        """Its runtime's Python module, imported, or one line naming the install (:class:`DeviceUnavailable`)."""
+        try:
+            return importlib.import_module(self.modules[0])
+        except ImportError:
+            raise DeviceUnavailable(f"{self.title} is not installed: {self.install}") from None
+
     def runs_on(self, device: str) -> bool:
         return device in self.devices
 
@@ -31,15 +43,23 @@ class Backend:
 
 TENSORRT_INSTALL = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
                     "docs/jetson.md)")
+# the base install carries no ONNX Runtime: the CPU and the GPU wheel write the same package, so exactly one
+# comes in, by name (docs/extras.md)
+ONNXRUNTIME_INSTALL = ("pip install 'readout-export[cpu]' (or 'readout-export[gpu]' for CUDA: onnxruntime-gpu, "
+                       "which also runs on the CPU; on Jetson, NVIDIA's onnxruntime-gpu wheel)")
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("onnxruntime", ("cpu", "cuda"), ("onnxruntime",),
-            "pip install 'readout-export[cpu]' (CUDA: 'readout-export[gpu]')",
+    Backend("onnxruntime", "ONNX Runtime", ("cpu", "cuda"), ("onnxruntime",), ONNXRUNTIME_INSTALL,
             labels=("CPUExecutionProvider", "CUDAExecutionProvider")),
-    Backend("openvino", ("cpu",), ("openvino",), "pip install 'readout-export[openvino]'", compiled_cache=True,
-            labels=("OpenVINO:CPU",)),
-    Backend("tensorrt", ("cuda",), ("tensorrt", "polygraphy", "cuda"), TENSORRT_INSTALL, compiled=True,
+    Backend("openvino", "OpenVINO", ("cpu",), ("openvino",), "pip install 'readout-export[openvino]'",
+            compiled_cache=True, labels=("OpenVINO:CPU",)),
+    Backend("tensorrt", "TensorRT", ("cuda",), ("tensorrt", "polygraphy", "cuda"), TENSORRT_INSTALL, compiled=True,
             labels=("TensorRT",)),
 )}
+
+
+def onnxruntime_module() -> Any:
+    """``import onnxruntime``, or one line naming the two extras that install it."""
+    return BACKENDS["onnxruntime"].module()
 
 
 def backend(name: str) -> Backend:
