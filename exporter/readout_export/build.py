@@ -178,7 +178,10 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     batch = "x".join(str(d) for d in inputs["input_ids"].shape[:-1])
     step(f"  matches eager PyTorch: max abs difference {worst:.2g} on a batch of {batch} real texts "
          f"(limit {EXPORT_TOLERANCE:g}; the parity harness checks every target on the full grid)")
-    production = Production(staging, record, step)
+    config = core.model.config
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
+    production = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None)
     pending = []
     for t in plan.targets:
         if t.kind.searched:  # searched and proven once the artifact can be opened (below)

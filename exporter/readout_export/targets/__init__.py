@@ -24,6 +24,7 @@ class Production:
     staging: Path
     record: dict[str, Any]
     step: Step
+    attention: tuple[int, int] | None = None  # (heads, hidden size) from the model's config: what fusing needs
     _calibration: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -83,8 +84,24 @@ def _static_int8(p: Production, t: Target) -> None:
 # produce name (TargetKind.produce) -> the recipe writing the target's graph into the staging directory.
 # "export" is the traced graph every recipe starts from; "budgeted" runs once the staged artifact can be
 # opened (`readout_export.targets.budgeted`); "compile" runs later, on the GPU (`readout_export.targets.compile`).
+def _fused(p: Production, t: Target) -> None:
+    from readout_export.errors import ManifestError
+    from readout_export.targets.fused import FusionIncomplete, describe, make_fused_graph
+
+    if p.attention is None:
+        raise ManifestError("$.targets", f"{t.name}: this model's config names no attention heads and hidden size, "
+                                         "which ONNX Runtime's attention fusion needs; use onnx-fp16")
+    p.step(f"fusing {t.file} (ONNX Runtime's Attention, SkipLayerNormalization, BiasGelu; fp16, readout tail fp32)")
+    try:
+        counts = make_fused_graph(p.fp32, p.staging / t.file, *p.attention)
+    except FusionIncomplete as e:
+        raise ManifestError("$.targets", f"{t.name}: {e}") from None
+    p.step(f"  fused: {describe(counts)}")
+
+
 RECIPES: dict[str, Callable[[Production, Target], None]] = {
     "export": _shared, "shared": _shared, "fp16": _fp16, "dynamic_int8": _dynamic_int8, "static_int8": _static_int8,
+    "fused": _fused,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 # most precise first; "auto" is whatever its budget keeps. The one order every ranking reads.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "auto")
 FORMATS = ("onnx", "tensorrt")
-RUNTIMES = ("onnxruntime", "openvino", "tensorrt")
+RUNTIMES = ("onnxruntime", "openvino", "tensorrt", "fused")  # fused: ONNX Runtime's fused transformer operators
 FP32_GRAPH = "model.onnx-fp32.onnx"  # the exported graph every other kind starts from
 
 
@@ -110,6 +110,10 @@ KINDS: dict[str, TargetKind] = {k.name: k for k in (
                description="the fp32 graph run at OpenVINO's bf16 inference precision (CPUs with avx512-bf16 or AMX)"),
     TargetKind("onnx", "fp16", "onnxruntime", ("onnxruntime",), "fp16", budget="fp16", arithmetic="fp16",
                description="strongly typed fp16 graph; LayerNorm, softmax, reductions and L2 kept fp32"),
+    TargetKind("onnx", "fp16", "fused", ("onnxruntime",), "fused", default=False, budget="fp16", arithmetic="fp16",
+               description="fp16 with ONNX Runtime's fused transformer operators (Attention, SkipLayerNormalization, "
+                           "BiasGelu) for its CUDA provider; readout tail fp32. ONNX Runtime only (TensorRT and "
+                           "OpenVINO do not run its contrib operators)"),
     TargetKind("onnx", "int8", "onnxruntime", ("onnxruntime",), "dynamic_int8", budget="int8", arithmetic="int8",
                manifest_fields=_INT8_FIELDS, isas=("avx512-vnni", "avx2", "arm64"),
                description="dynamic int8, per-channel weights, for ONNX Runtime (arm64: Jetson's CPU)"),
