@@ -53,9 +53,12 @@ class TextEncoder:
         """Encode a text or a (first, second) pair, type-checked."""
         return self.encode_batch(index, [item], tokenizer)[0]
 
-    def encode_batch(self, base: int, items: Sequence[Any], tokenizer: Tokenizer | None = None) -> list[Encoding]:
+    def encode_batch(self, base: int, items: Sequence[Any], tokenizer: Tokenizer | None = None,
+                     offsets: bool = True) -> list[Encoding]:
         """Type-check, then encode all items in one Rust call (parallel, outside the GIL). The tokenizer's
-        own errors and panics (a Rust panic is a BaseException) come back as an InputRefused naming the item."""
+        own errors and panics (a Rust panic is a BaseException) come back as an InputRefused naming the item.
+        ``offsets=False``: character offsets are not computed (tokenizers' ``encode_batch_fast``: the same
+        ids, types, masks and overflow, offsets left 0; about 6 % less tokenizing on MiniLM)."""
         inputs: list[Any] = []
         for j, item in enumerate(items):
             if isinstance(item, str):
@@ -68,8 +71,9 @@ class TextEncoder:
             return []
         tok = tokenizer or self.tokenizer
         self._check_window_room(base, inputs, tok)
+        encode = tok.encode_batch if offsets else getattr(tok, "encode_batch_fast", tok.encode_batch)
         try:
-            return tok.encode_batch(inputs)
+            return encode(inputs)
         except BaseException as e:
             if not _native(e):
                 raise

@@ -123,6 +123,7 @@ class Family:
     bench_tiers: ClassVar[tuple[float, ...]] = (1.0, 0.999, 0.99, 0.98)
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
+    uses_offsets: ClassVar[bool] = False          # its decisions read character offsets (spans, entities)
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
     calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it
@@ -200,7 +201,9 @@ class Family:
     def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
         """Each item's parts (one, or its windows when the record declares windows), zero-row checked
         (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`)."""
-        encoded = ctx.encoder.encode_batch(base, items, ctx.windows)
+        # offsets only where something reads them: this family's decisions, or window ownership
+        encoded = ctx.encoder.encode_batch(base, items, ctx.windows,
+                                           offsets=self.uses_offsets or ctx.windows is not None)
         out = []
         for j, enc in enumerate(encoded):
             parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]

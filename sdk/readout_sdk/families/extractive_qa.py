@@ -77,6 +77,7 @@ class ExtractiveQAFamily(Family):
     metric_names = ("span_agreement",)
     record_keys = ("answer", "start", "end", "score", "is_null")
     checked_role = "context"
+    uses_offsets = True
     truncation_strategy = "only_second"  # the question is kept whole; the context is windowed
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:

@@ -50,7 +50,7 @@ class MultipleChoiceFamily(Family):
     def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
         out = []
         for question, options in items:  # one part per question: its k (question, choice) encodings
-            encs = ctx.encoder.encode_batch(0, [(question, c) for c in options])
+            encs = ctx.encoder.encode_batch(0, [(question, c) for c in options], offsets=False)
             for i, enc in enumerate(encs if check else ()):
                 ctx.encoder.check(i, enc)
             out.append([Prepared(tuple(encs), any(bool(e.overflowing) for e in encs))])

@@ -44,6 +44,7 @@ class TokenClassificationFamily(Family):
     metric_names = ("entity_agreement",)
     record_keys = ("entities", "truncated")
     bench_peer = "token-classification"
+    uses_offsets = True
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {"tag_scheme": tag_scheme(plan.labels or [])}
