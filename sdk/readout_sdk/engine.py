@@ -321,6 +321,7 @@ class Engine:
                 if self.prefetch and self.context.encoder.without_content(feed["input_ids"],
                                                                           feed["attention_mask"]).any():
                     self._refuse_in_order(items, base)
+                    raise InputRefused(f"items {base}..{base + len(items) - 1}: an item has no content tokens")
                 yield _Batch(chunk, [parts[i] for i in idx], feed, n == len(slices) - 1 and k == len(planned) - 1)
 
     def _encode_slice(self, chunk: "_Chunk", items: list[Any], base: int, js: list[int]) -> list[list[Prepared]]:
@@ -338,10 +339,10 @@ class Engine:
 
     def _refuse_in_order(self, items: list[Any], base: int) -> None:
         """Check and encode a chunk in input order, zero-row policy included: raises the refusal a serial call
-        raises, naming the chunk's first refused item (the pipelined path's error path only)."""
+        raises, naming the chunk's first refused item (the pipelined path's error path only; the caller
+        raises its own error where, against expectation, nothing is refused)."""
         fam = self.family_spec
         fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)])
-        raise InputRefused(f"items {base}..{base + len(items) - 1}: an item has no content tokens")
 
     def _ran(self, batches: Iterable["_Batch"], progress: Progress,
              decide: Callable[["_Chunk", list[int]], None] | None) -> Iterator["_Chunk"]:

@@ -81,9 +81,9 @@ def test_gpu_batches_are_sized_for_the_gpu_and_prepared_ahead(shared):
     encode = gpu.context.encoder.encode_batch
     seen = [0]
 
-    def counting(base, items, tokenizer=None):
+    def counting(base, items, tokenizer=None, **options):
         seen[0] += len(items)
-        return encode(base, items, tokenizer)
+        return encode(base, items, tokenizer, **options)
 
     gpu.context.encoder.encode_batch = counting
     real_run = gpu_runtime.run
