@@ -167,16 +167,17 @@ def peak_rss_eager(model_dir: Path, items_file: Path, peer: str) -> dict[str, An
     return subprocess_json(code)
 
 
-def base_install_mb(distribution: str = "readout-export") -> dict[str, Any]:
-    """Installed size of the base SDK: the distribution and its base requirements (no extras), recursively,
-    summed over the files each installed distribution lists."""
+def base_install_mb(distribution: str = "readout-export", extras: tuple[str, ...] = ("cpu",)) -> dict[str, Any]:
+    """Installed size of the SDK as a CPU user installs it (`readout-export[cpu]`: the base requirements and
+    the ``cpu`` extra's ONNX Runtime, recursively; no other extra), summed over the files each installed
+    distribution lists."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
 
     seen: dict[str, float] = {}
 
-    def walk(name: str) -> None:
+    def walk(name: str, wanted: tuple[str, ...] = ("",)) -> None:
         key = name.lower().replace("_", "-")
         if key in seen:
             return
@@ -193,8 +194,8 @@ def base_install_mb(distribution: str = "readout-export") -> dict[str, Any]:
         seen[key] = size / 2 ** 20
         for req in dist.requires or []:
             r = Requirement(req)
-            if r.marker is None or r.marker.evaluate({"extra": ""}):
+            if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in wanted):
                 walk(r.name)
 
-    walk(distribution)
+    walk(distribution, ("", *extras))
     return {"total_mb": sum(seen.values()), "distributions": {k: round(v, 1) for k, v in sorted(seen.items())}}

@@ -90,7 +90,7 @@ def table(report: BenchReport) -> str:
     if "sdk_import_s" in m:
         base = m.get("base_install", {})
         lines.append(f"SDK import {m['sdk_import_s']:.3f} s; peak RSS: SDK process {_n(m.get('sdk_peak_rss_mb'), 0)} "
-                     f"MiB, eager process {_n(m.get('eager_peak_rss_mb'), 0)} MiB; base SDK install "
+                     f"MiB, eager process {_n(m.get('eager_peak_rss_mb'), 0)} MiB; SDK install with its CPU runtime ([cpu]) "
                      f"{base.get('total_mb', 0):.0f} MiB ({', '.join(f'{k} {v:.1f}' for k, v in base.get('distributions', {}).items())} MiB)")
         for who, err in (m.get("rss_errors") or {}).items():
             lines.append(f"  peak RSS of the {who} process not measured: {err}")
