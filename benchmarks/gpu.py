@@ -35,14 +35,11 @@ def main() -> int:
         print(f"error: the GPU run needs CUDA: {problem}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(HERE))
-    from prepare import main as prepare
+    from prepare import selected
 
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    for manifest in prepare():
-        name = manifest.name.split(".")[0]
-        if args.only and name not in args.only:
-            continue
+    for name, manifest in selected(args.only):
         doc = json.loads(manifest.read_text())
         doc.update(name=f"{name}-gpu", output_dir=f"dist/{name}-gpu", targets=GPU_TARGETS)
         gpu_manifest = HERE / f"{name}.gpu.manifest.json"

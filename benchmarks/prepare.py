@@ -60,6 +60,12 @@ def main() -> list[Path]:
     return manifests
 
 
+def selected(only: list[str] | None = None) -> list[tuple[str, Path]]:
+    """(name, manifest) of every benchmark model, or of those named in ``only``, models written first."""
+    named = [(m.name.split(".")[0], m) for m in main()]
+    return [(name, m) for name, m in named if not only or name in only]
+
+
 def _manifest(name: str, model: str, family: str, **extra) -> Path:
     path = HERE / f"{name}.manifest.json"
     doc = {"schema": "readout-export/manifest/1", "name": name, "model": model, "family": family,

@@ -26,14 +26,11 @@ def main() -> None:
                         help="bench only this artifact (minilm, bert-base, minilm-sentiment, minilm-ner); repeatable")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from prepare import main as prepare
+    from prepare import selected
 
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    for manifest in prepare():
-        name = manifest.name.split(".")[0]
-        if args.only and name not in args.only:
-            continue
+    for name, manifest in selected(args.only):
         print(f"building {name} (the budgeted target searches on a calibration corpus: minutes)", flush=True)
         subprocess.run(["readout-export", "build", str(manifest), "--force", "--quiet"], check=True)
         shutil.copyfile(HERE / "dist" / name / "build.log", results / f"{name}.build.log")

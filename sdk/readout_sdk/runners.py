@@ -15,9 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from readout_sdk.errors import DeviceUnavailable
-from readout_sdk.targets.backends import onnxruntime_module
+from readout_sdk.targets.backends import BACKENDS, onnxruntime_module
 
-OPENVINO_EXTRA = "pip install 'readout-export[openvino]'"
+OPENVINO_EXTRA = BACKENDS["openvino"].install
 
 
 @runtime_checkable
@@ -368,8 +368,7 @@ def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha25
     return core.compile_model(core.read_model(str(path)), "CPU", config), "off", None
 
 
-TENSORRT_EXTRA = ("pip install 'readout-export[tensorrt]' (on Jetson, TensorRT comes with JetPack; see "
-                  "docs/jetson.md)")
+TENSORRT_EXTRA = BACKENDS["tensorrt"].install
 
 
 class TensorRTRunner(Lifecycle):

@@ -25,15 +25,8 @@ from readout_sdk.families import Context, get
 
 @pytest.fixture(scope="module")
 def fused_artifact(tmp_path_factory):
-    from readout_export.build import build
-
-    root = tmp_path_factory.mktemp("fused")
-    model = synthetic.make_model("bert", "sequence_classification", root / "model", labels=["negative", "positive"])
-    doc = {"schema": "readout-export/manifest/1", "model": str(model), "output_dir": str(root / "artifact"),
-           "family": "sequence_classification",
-           "targets": [{"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "fp16", "runtime": "fused"}]}
-    (root / "manifest.json").write_text(json.dumps(doc))
-    return model, build(root / "manifest.json").output_dir
+    return synthetic.build_classifier(tmp_path_factory.mktemp("fused"), [
+        {"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "fp16", "runtime": "fused"}])
 
 
 def test_fused_target_is_built_with_every_attention_fused_and_passes_parity(fused_artifact):

@@ -179,3 +179,16 @@ def make_late_model(root: Path) -> Path:
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Dense", "type": "sentence_transformers.models.Dense"}]))
     return root
+
+
+def build_classifier(root: Path, targets: list[dict], labels: tuple[str, ...] = ("negative", "positive")) -> tuple[Path, Path]:
+    """(model_dir, artifact_dir): a seeded tiny BERT sentiment classifier built with ``targets``."""
+    import json
+
+    from readout_export.build import build
+
+    model = make_model("bert", "sequence_classification", root / "model", labels=list(labels))
+    doc = {"schema": "readout-export/manifest/1", "model": str(model), "output_dir": str(root / "artifact"),
+           "family": "sequence_classification", "targets": targets}
+    (root / "manifest.json").write_text(json.dumps(doc))
+    return model, build(root / "manifest.json").output_dir

@@ -74,15 +74,8 @@ def test_tensorrt_provider_only_where_its_library_loads(gpu_listed, tmp_path, mo
 
 @pytest.fixture(scope="module")
 def tf32_artifact(tmp_path_factory):
-    from readout_export.build import build
-
-    root = tmp_path_factory.mktemp("tf32")
-    model = synthetic.make_model("bert", "sequence_classification", root / "model", labels=["negative", "positive"])
-    doc = {"schema": "readout-export/manifest/1", "model": str(model), "output_dir": str(root / "artifact"),
-           "family": "sequence_classification",
-           "targets": [{"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "tf32"}]}
-    (root / "manifest.json").write_text(json.dumps(doc))
-    return build(root / "manifest.json").output_dir
+    return synthetic.build_classifier(tmp_path_factory.mktemp("tf32"), [
+        {"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "tf32"}])[1]
 
 
 def test_tf32_is_a_target_a_user_chooses_with_its_own_budget(tf32_artifact):

@@ -70,8 +70,8 @@ def _cannot(backend: str, device: str, target: Target) -> str | None:
     spec = BACKENDS[backend]
     if not spec.installed():
         return f"{spec.label(device)} is not installed on this machine ({spec.install})"
-    if device == "cuda" and not spec.compiled and runners.cuda_problem():
-        return runners.cuda_problem()
+    if device == "cuda" and not spec.compiled and (problem := runners.cuda_problem()):
+        return problem
     if device == "cuda" and spec.compiled and not (runners.gpu_available() or _importable("cuda")):
         return "no CUDA device"
     if backend == "openvino" and not runners.hint_runs_here(
