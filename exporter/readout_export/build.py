@@ -148,7 +148,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
     graph, core = assemble(plan)
-    inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types)
+    inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types, plan.prompt_excluded)
     with torch.no_grad():
         sample = graph(**inputs)
     sample = sample if isinstance(sample, tuple) else (sample,)

@@ -15,6 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Encoding
 
+from readout_sdk.roles import PROMPT_ROWS_INPUT
+
 SIDES = ("left", "right")
 
 
@@ -24,6 +26,7 @@ class Prepared:
 
     encodings: tuple[Encoding, ...]
     truncated: bool
+    prompt_rows: int = 0  # leading rows a role's prompt fills (`readout_sdk.roles`): attended, maybe not pooled
 
 
 def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str = "right") -> dict[str, np.ndarray]:
@@ -42,7 +45,7 @@ def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str 
         if name in inputs:
             feed[name] = np.full((len(encs), width), fill, np.int64)
             feed[name][valid] = np.fromiter(chain.from_iterable(getattr(e, field) for e in encs), np.int64, total)
-    return {name: feed[name] for name in inputs}
+    return {name: feed[name] for name in inputs if name in feed}
 
 
 def feed_for(record: dict[str, Any], parts: Sequence[Prepared], side: str = "right") -> dict[str, np.ndarray]:
@@ -56,6 +59,8 @@ def make_feed(parts: Sequence[Prepared], pad_id: int, inputs: Sequence[str], cho
     """Padded inputs for a batch of parts, shaped [batch, choices, sequence] when ``choices`` (every part
     then holds the same number of encodings), else [batch, sequence]."""
     feed = pad([e for p in parts for e in p.encodings], pad_id, inputs, side)
+    if PROMPT_ROWS_INPUT in inputs:  # a per-item count, not a row axis: padding side does not move it
+        feed[PROMPT_ROWS_INPUT] = np.fromiter((p.prompt_rows for p in parts), np.int64, len(parts))
     if choices:
         k = len(parts[0].encodings)
         if any(len(p.encodings) != k for p in parts):

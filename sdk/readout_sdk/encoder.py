@@ -37,16 +37,23 @@ class TextEncoder:
                               direction=trunc.get("direction", "right"))
         return tok
 
-    def check(self, index: int, enc: Encoding, what: str = "text") -> None:
-        """Refuse an item whose readout would select zero rows (the record's zero-row policy)."""
-        if all(map(self.inserted.__contains__, enc.ids)):  # stops at the first content row
+    def check(self, index: int, enc: Encoding, what: str = "text", skip: int = 0) -> None:
+        """Refuse an item whose readout would select zero rows (the record's zero-row policy); the first
+        ``skip`` rows are a role's prompt, not the item's text."""
+        ids = enc.ids[skip:] if skip else enc.ids
+        if all(map(self.inserted.__contains__, ids)):  # stops at the first content row
             raise InputRefused(f"item {index}: the {what} has no content tokens (empty or whitespace only); "
                                "this artifact refuses inputs whose readout selects zero rows")
 
-    def without_content(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    def without_content(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+                        prompt_rows: np.ndarray | None = None) -> np.ndarray:
         """Of a padded batch ([..., sequence]), which rows :meth:`check` would refuse (no attended id outside
-        the inserted ones), in one vectorized pass: the pipelined engine checks batches, not encodings."""
-        content = attention_mask.astype(bool) & ~np.isin(input_ids, self._inserted)
+        the inserted ones, after each item's ``prompt_rows`` leading valid rows), in one vectorized pass: the
+        pipelined engine checks batches, not encodings."""
+        valid = attention_mask.astype(bool)
+        content = valid & ~np.isin(input_ids, self._inserted)
+        if prompt_rows is not None and prompt_rows.any():  # rank among valid rows: either padding side
+            content &= (np.cumsum(valid, axis=-1) > prompt_rows[..., None])
         return ~content.any(axis=-1)
 
     def encode(self, index: int, item: Any, tokenizer: Tokenizer | None = None) -> Encoding:
@@ -54,15 +61,16 @@ class TextEncoder:
         return self.encode_batch(index, [item], tokenizer)[0]
 
     def encode_batch(self, base: int, items: Sequence[Any], tokenizer: Tokenizer | None = None,
-                     offsets: bool = True) -> list[Encoding]:
+                     offsets: bool = True, prompt: str = "") -> list[Encoding]:
         """Type-check, then encode all items in one Rust call (parallel, outside the GIL). The tokenizer's
         own errors and panics (a Rust panic is a BaseException) come back as an InputRefused naming the item.
         ``offsets=False``: character offsets are not computed (tokenizers' ``encode_batch_fast``: the same
-        ids, types, masks and overflow, offsets left 0; about 6 % less tokenizing on MiniLM)."""
+        ids, types, masks and overflow, offsets left 0; about 6 % less tokenizing on MiniLM). ``prompt``: a
+        role's prompt, prepended to each text before tokenizing (`readout_sdk.roles`)."""
         inputs: list[Any] = []
         for j, item in enumerate(items):
             if isinstance(item, str):
-                inputs.append(item)
+                inputs.append(prompt + item)
             elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
                 inputs.append((item[0], item[1]))
             else:

@@ -29,6 +29,7 @@ from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
+from readout_sdk.roles import Role
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import Runner, gpu_available
@@ -253,12 +254,32 @@ class Engine:
             raise WrongCall("this engine is closed; load the artifact again")
         return dict(zip(self._names, self.runner.run(self._names, feed)))
 
-    def raw_outputs(self, items: Iterable[Any], batch_size: int | None = None) -> list[list[dict[str, np.ndarray]]]:
+    def raw_outputs(self, items: Iterable[Any], batch_size: int | None = None,
+                    role: str | None = None) -> list[list[dict[str, np.ndarray]]]:
         """Per item, the raw named outputs of each of its parts (windows, or one), in input order."""
-        return [outs for chunk in self._chunks(items, batch_size, False, "items") for outs in chunk.outs]
+        return [outs for chunk in self._chunks(items, batch_size, False, "items", role=self.role(role))
+                for outs in chunk.outs]
+
+    def role(self, role: str | None) -> Role | None:
+        """The input role a call runs under (`readout_sdk.roles`): ``role`` if given, else the artifact's
+        declared default, else none; a role this artifact does not declare is refused, naming its roles."""
+        if role is not None and not self.family_spec.takes_roles:
+            raise WrongCall(f"{self.family} artifacts take no input role; got role={role!r}")
+        return self.context.roles.resolve(role)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The input roles this artifact declares (e.g. ``query``, ``document``); () when none."""
+        return tuple(self.context.roles.declared)
+
+    @property
+    def default_role(self) -> str | None:
+        """The role a call without ``role=`` runs under (the model's ``default_prompt_name``), or None."""
+        return self.context.roles.default
 
     def _chunks(self, items: Iterable[Any], batch_size: int | None, show_progress: bool, what: str,
-                decide: Callable[["_Chunk", list[int]], None] | None = None) -> Iterator["_Chunk"]:
+                decide: Callable[["_Chunk", list[int]], None] | None = None,
+                role: Role | None = None) -> Iterator["_Chunk"]:
         """Check and encode items, run their parts in sorted batches; yield each chunk of items once all
         its parts ran. ``decide(chunk, items)`` is called as soon as items have all their outputs, in runs of
         up to DECIDE_RUN, so decoding fills the time the runtime waits for batches. With ``prefetch``,
@@ -267,7 +288,7 @@ class Engine:
         size = min(self.batch_size if batch_size is None else positive_int("batch_size", batch_size), self._largest)
         total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         progress = Progress(show_progress, total, what)
-        batches: Iterator[_Batch] = self._prepared(items, size, what)
+        batches: Iterator[_Batch] = self._prepared(items, size, what, role)
         ahead = Ahead(batches, self.prefetch, cost=lambda b: len(b.parts)) if self.prefetch else None
         try:
             yield from self._ran(ahead or batches, progress, decide)
@@ -276,7 +297,8 @@ class Engine:
                 ahead.close()
         progress.close()
 
-    def _prepared(self, items: Iterable[Any], batch_size: int, what: str) -> Iterator["_Batch"]:
+    def _prepared(self, items: Iterable[Any], batch_size: int, what: str,
+                  role: Role | None = None) -> Iterator["_Batch"]:
         """Items checked a chunk (CHUNK items) at a time; each chunk's parts length-sorted into padded batches.
 
         Serial, a chunk is encoded in one call and sorted by token count. Pipelined, the runtime should not
@@ -292,23 +314,24 @@ class Engine:
             if not self.prefetch:
                 chunk.checked = [fam.check_item(base + j, item) for j, item in enumerate(items_now)]
                 slices = [list(range(len(items_now)))]
-                encoded = [fam.encode(self.context, base, chunk.checked)]
+                encoded = [fam.encode(self.context, base, chunk.checked, role=role)]
             else:
                 order = sorted(range(len(items_now)), key=lambda j: _characters(items_now[j]))
                 slices = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
                 # a third stage: the tokenizer (native, outside the GIL) checks and encodes the next slice
                 # while this thread pads the last one
-                encoded = Ahead((self._encode_slice(chunk, items_now, base, js) for js in slices), 2,
+                encoded = Ahead((self._encode_slice(chunk, items_now, base, js, role) for js in slices), 2,
                                 name="readout-tokenize")
             try:
-                yield from self._batched(chunk, items_now, base, slices, encoded, batch_size)
+                yield from self._batched(chunk, items_now, base, slices, encoded, batch_size, role)
             finally:
                 if isinstance(encoded, Ahead):
                     encoded.close()
             base += len(items_now)
 
     def _batched(self, chunk: "_Chunk", items: list[Any], base: int, slices: list[list[int]],
-                 encoded: Iterable[list[list[Prepared]]], batch_size: int) -> Iterator["_Batch"]:
+                 encoded: Iterable[list[list[Prepared]]], batch_size: int,
+                 role: Role | None = None) -> Iterator["_Batch"]:
         """Each slice's parts, once encoded, length-sorted into padded batches; pipelined slices were encoded
         unchecked, so their batches are zero-row checked here, vectorized."""
         for n, (js, groups) in enumerate(zip(slices, encoded)):
@@ -318,13 +341,15 @@ class Engine:
             planned = plan_batches(prepared, batch_size, self.max_batch_tokens)
             for k, idx in enumerate(planned):
                 feed = feed_for(self.abi, [prepared[i] for i in idx])
-                if self.prefetch and self.context.encoder.without_content(feed["input_ids"],
-                                                                          feed["attention_mask"]).any():
-                    self._refuse_in_order(items, base)
+                skip = np.int64(role.prompt_tokens if role is not None else 0)
+                if self.prefetch and self.context.encoder.without_content(feed["input_ids"], feed["attention_mask"],
+                                                                          skip).any():
+                    self._refuse_in_order(items, base, role)
                     raise InputRefused(f"items {base}..{base + len(items) - 1}: an item has no content tokens")
                 yield _Batch(chunk, [parts[i] for i in idx], feed, n == len(slices) - 1 and k == len(planned) - 1)
 
-    def _encode_slice(self, chunk: "_Chunk", items: list[Any], base: int, js: list[int]) -> list[list[Prepared]]:
+    def _encode_slice(self, chunk: "_Chunk", items: list[Any], base: int, js: list[int],
+                      role: Role | None = None) -> list[list[Prepared]]:
         """Check and encode some of a chunk's items (``js``, out of input order; the zero-row policy is checked
         on their padded batches). An item refused here is refused as a serial call refuses it."""
         fam = self.family_spec
@@ -332,17 +357,17 @@ class Engine:
             checked = [fam.check_item(base + j, items[j]) for j in js]
             for j, item in zip(js, checked):
                 chunk.checked[j] = item
-            return fam.encode(self.context, base, checked, check=False)
+            return fam.encode(self.context, base, checked, check=False, role=role)
         except (InputRefused, TypeError, ValueError):
-            self._refuse_in_order(items, base)
+            self._refuse_in_order(items, base, role)
             raise
 
-    def _refuse_in_order(self, items: list[Any], base: int) -> None:
+    def _refuse_in_order(self, items: list[Any], base: int, role: Role | None = None) -> None:
         """Check and encode a chunk in input order, zero-row policy included: raises the refusal a serial call
         raises, naming the chunk's first refused item (the pipelined path's error path only; the caller
         raises its own error where, against expectation, nothing is refused)."""
         fam = self.family_spec
-        fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)])
+        fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)], role=role)
 
     def _ran(self, batches: Iterable["_Batch"], progress: Progress,
              decide: Callable[["_Chunk", list[int]], None] | None) -> Iterator["_Chunk"]:
@@ -382,22 +407,24 @@ class Engine:
             raise
 
     def _decide(self, call: str, items: Iterable[Any], batch_size: int | None = None, show_progress: bool = False,
-                what: str = "texts", **options: Any) -> Any:
+                what: str = "texts", role: str | None = None, **options: Any) -> Any:
         """The one decision path: encode, run, then the family's decoder per item."""
         fam = self.family_spec
         if call not in fam.calls:
             owners = " / ".join(f.name for f in REGISTRY.values() if call in f.calls)
             raise WrongCall(f"{call}() is for {owners} artifacts; this artifact is {self.family}: use "
                             f"{' or '.join(c + '()' for c in fam.calls)}")
+        applied = self.role(role)
         results: list[Any] = []
         cut: list[bool] = []
-        for chunk in self._decided(items, batch_size, show_progress, what, options, keep=False):
+        for chunk in self._decided(items, batch_size, show_progress, what, options, keep=False, role=applied):
             results += chunk.results
             cut += chunk.cut
-        return fam.collect(self.context, results, tuple(cut))
+        collected = fam.collect(self.context, results, tuple(cut))
+        return fam.with_role(collected, applied.name) if applied is not None else collected
 
     def _decided(self, items: Iterable[Any], batch_size: int | None, show_progress: bool, what: str,
-                 options: dict[str, Any], keep: bool = True) -> Iterator["_Chunk"]:
+                 options: dict[str, Any], keep: bool = True, role: Role | None = None) -> Iterator["_Chunk"]:
         """Chunks of items, each item decided by the family (``chunk.results``), in input order. ``keep=False``
         releases each item's encodings and raw outputs once it is decided: freeing thousands of encodings
         costs tens of milliseconds, better spent while the runtime runs than after the last batch."""
@@ -413,19 +440,22 @@ class Engine:
                 for j in js:
                     chunk.groups[j] = chunk.outs[j] = []
 
-        return self._chunks(items, batch_size, show_progress, what, decide)
+        return self._chunks(items, batch_size, show_progress, what, decide, role)
 
-    def trace(self, items: Iterable[Any], batch_size: int | None = None, **options: Any) -> list["Traced"]:
+    def trace(self, items: Iterable[Any], batch_size: int | None = None, role: str | None = None,
+              **options: Any) -> list["Traced"]:
         """The family's decision per item (as :meth:`decide`, before results are collected), with the raw
         outputs and encoded parts it came from: what evaluation and calibration read, in one run."""
         return [Traced(item, chunk.results[j], chunk.outs[j], chunk.groups[j], chunk.cut[j])
-                for chunk in self._decided(items, batch_size, False, "items", options)
+                for chunk in self._decided(items, batch_size, False, "items", options, role=self.role(role))
                 for j, item in enumerate(chunk.checked)]
 
     # ---- embedding --------------------------------------------------------------------------
-    def embed(self, texts: Iterable[str], batch_size: int | None = None, show_progress: bool = False) -> Embeddings:
-        """Vectors for ``texts`` with the declared normalization and similarity."""
-        return self._decide("embed", texts, batch_size, show_progress)
+    def embed(self, texts: Iterable[str], batch_size: int | None = None, show_progress: bool = False,
+              role: str | None = None) -> Embeddings:
+        """Vectors for ``texts`` with the declared normalization and similarity, under the input ``role``
+        (e.g. ``"query"``; default: the artifact's declared default role; see :attr:`roles`)."""
+        return self._decide("embed", texts, batch_size, show_progress, role=role)
 
     # ---- classification families -----------------------------------------------------------
     def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int | None = None,
@@ -475,9 +505,9 @@ class Engine:
 
     # ---- late interaction -------------------------------------------------------------------
     def encode_tokens(self, texts: Iterable[str], batch_size: int | None = None,
-                      show_progress: bool = False) -> list[TokenVectors]:
-        """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order."""
-        return self._decide("encode_tokens", texts, batch_size, show_progress)
+                      show_progress: bool = False, role: str | None = None) -> list[TokenVectors]:
+        """Per text, the vectors of the rows the readout keeps (token_mask 1), in row order, under ``role``."""
+        return self._decide("encode_tokens", texts, batch_size, show_progress, role=role)
 
     @staticmethod
     def maxsim(query: TokenVectors | np.ndarray, document: TokenVectors | np.ndarray) -> float:
@@ -490,9 +520,9 @@ class Engine:
 
     # ---- sparse -----------------------------------------------------------------------------
     def sparse_encode(self, texts: Iterable[str], batch_size: int | None = None,
-                      show_progress: bool = False) -> list[SparseVector]:
-        """Per text, the nonzero vocabulary weights, heaviest first, with their tokens."""
-        return self._decide("sparse_encode", texts, batch_size, show_progress)
+                      show_progress: bool = False, role: str | None = None) -> list[SparseVector]:
+        """Per text, the nonzero vocabulary weights, heaviest first, with their tokens, under ``role``."""
+        return self._decide("sparse_encode", texts, batch_size, show_progress, role=role)
 
     # ---- multiple choice --------------------------------------------------------------------
     def choose(self, question: str, choices: Sequence[str]) -> Choice:
@@ -500,10 +530,11 @@ class Engine:
         return self._decide("choose", [(question, choices)], 1, what="choices")[0]
 
     # ---- dispatch ---------------------------------------------------------------------------
-    def decide(self, items: Iterable[Any], batch_size: int | None = None, **options: Any) -> Any:
+    def decide(self, items: Iterable[Any], batch_size: int | None = None, role: str | None = None,
+               **options: Any) -> Any:
         """The family's call over many items in one sorted run (serving uses this): texts, pairs,
         (question, context) or (question, choices) items; QA returns each item's answers, best first."""
-        return self._decide(self.family_spec.call, items, batch_size, what="items", **options)
+        return self._decide(self.family_spec.call, items, batch_size, what="items", role=role, **options)
 
     def predict(self, inputs: Any, **kwargs: Any) -> Any:
         """Dispatch to the family's call: texts, (question, context), pairs, or (question, choices)."""

@@ -24,6 +24,7 @@ class Embeddings:
     normalized: bool
     score_type: str
     truncated: tuple[bool, ...] = ()
+    role: str | None = None  # the input role the vectors were made under (`readout_sdk.roles`); None: none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vectors", _frozen(np.asarray(self.vectors, dtype=np.float32)))
@@ -138,6 +139,7 @@ class TokenVectors:
     vectors: np.ndarray
     tokens: tuple[str, ...] = field(default_factory=tuple)
     truncated: bool = False
+    role: str | None = None  # the input role the vectors were made under (`readout_sdk.roles`); None: none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vectors", _frozen(np.asarray(self.vectors, dtype=np.float32)))
@@ -151,6 +153,7 @@ class SparseVector:
     values: np.ndarray
     tokens: tuple[str, ...]
     truncated: bool = False
+    role: str | None = None  # the input role the weights were made under (`readout_sdk.roles`); None: none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "indices", _frozen(np.asarray(self.indices, dtype=np.int64)))

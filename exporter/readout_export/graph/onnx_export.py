@@ -15,14 +15,18 @@ from readout_sdk.families import get as get_family
 from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
 
+FORWARD_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "prompt_rows")  # ReadoutGraph.forward's order
 SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
 SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
                 ("Why?", "Because shape is not meaning.")]
 
 
-def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool) -> dict[str, torch.Tensor]:
-    """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice)."""
+def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
+                   prompt_rows: bool = False) -> dict[str, torch.Tensor]:
+    """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice); ``prompt_rows``: each
+    text's leading prompt rows as well (two and none, so both paths are traced and checked)."""
     from readout_sdk.batching import Prepared, make_feed
+    from readout_sdk.roles import PROMPT_ROWS_INPUT
 
     spec = get_family(family)
     if spec.input_kind == "choices":
@@ -30,8 +34,10 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool) ->
     elif spec.input_kind == "pair":
         parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
     else:
-        parts = [Prepared((backend.encode(t),), False) for t in SAMPLE_TEXTS]
-    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else [])
+        parts = [Prepared((backend.encode(t),), False, 2 - 2 * k if prompt_rows else 0)
+                 for k, t in enumerate(SAMPLE_TEXTS)]
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
+        ([PROMPT_ROWS_INPUT] if prompt_rows else [])
     feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")
     return {k: torch.from_numpy(v) for k, v in feed.items()}
 
@@ -45,12 +51,17 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
     dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
             "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
-    dynamic = {name: {i: dims[a] for i, a in enumerate(spec.input_axes)} for name in inputs}
+    axes = {i["name"]: i["axes"] for i in record["inputs"]}
+    dynamic = {name: {i: dims[a] for i, a in enumerate(axes.get(name, spec.input_axes))} for name in inputs}
     output_names = [o["name"] for o in record["outputs"]]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        # by position where the inputs are forward()'s leading parameters; by keyword where one is skipped
+        # (prompt_rows without token types)
+        positional = list(inputs) == list(FORWARD_INPUTS[:len(inputs)])
+        args, kwargs = (tuple(inputs.values()), None) if positional else ((), dict(inputs))
         try:
-            torch.onnx.export(graph, tuple(inputs.values()), str(path), dynamo=True, external_data=False,
+            torch.onnx.export(graph, args, str(path), kwargs=kwargs, dynamo=True, external_data=False,
                               input_names=list(inputs), output_names=output_names, dynamic_shapes=dynamic,
                               opset_version=opset, verbose=False)
         except Exception as e:  # torch.export raises many kinds; report the first line as a build failure

@@ -111,7 +111,7 @@ class ReadoutGraph(nn.Module):
                              persistent=False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None):
+                token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None):
         lead = input_ids.shape[:-1]  # [B] or [B, C] for multiple choice
         seq = input_ids.shape[-1]
         ids = input_ids.reshape(-1, seq)
@@ -137,8 +137,12 @@ class ReadoutGraph(nn.Module):
         if self.rows == "content":
             special = (ids.unsqueeze(-1) == self.special_ids).any(-1)
             rows = attention * (~special).to(torch.float32)
+        pooled_attention = attention
+        if prompt_rows is not None:  # a role's prompt rows: attended above, not pooled (rank among valid rows)
+            not_prompt = (attention.cumsum(1) > prompt_rows.reshape(-1, 1).to(torch.float32)).to(torch.float32)
+            rows, pooled_attention = rows * not_prompt, attention * not_prompt
         empty = (rows.sum(1) == 0) | (attention.sum(1) == 0)  # zero-row pools become NaN, never a finite vector
-        result = self._finish(restored, rows, attention)
+        result = self._finish(restored, rows, pooled_attention)
         fixed = []
         for y in result:
             if y.dtype.is_floating_point:

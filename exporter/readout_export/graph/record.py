@@ -9,6 +9,7 @@ from typing import Any
 from readout_sdk.abi import ABI_VERSION
 from readout_sdk.families import get as get_family
 from readout_sdk.release.identity import compute as compute_identity
+from readout_sdk.roles import PROMPT_ROWS_INPUT, Role, Roles, prompt_tokens
 
 from readout_export import __version__
 from readout_export.graph.architecture import Architecture
@@ -34,6 +35,8 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
               {"name": "attention_mask", "dtype": "int64", "axes": list(spec.input_axes)}]
     if token_types:
         inputs.append({"name": "token_type_ids", "dtype": "int64", "axes": list(spec.input_axes)})
+    if plan.prompt_excluded:  # each item's prompt rows: attended, not pooled (`readout_sdk.roles`)
+        inputs.append({"name": PROMPT_ROWS_INPUT, "dtype": "int64", "axes": ["batch"]})
     outputs = []
     for o in spec.outputs_for(plan.long_inputs):
         shape = [out_dims.get(a) for a in o.axes]
@@ -55,7 +58,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
             "all_special_ids": tok.all_special_ids,
             "token_type_ids": token_types,
             "tokenizer_file": "tokenizer.json",
-            "prompts": plan.source.prompts,
+            "prompts": plan.prompts,
             "long_inputs": plan.long_inputs,
         },
         "contextual_state": {
@@ -80,6 +83,9 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
             "python": platform.python_version(),
         },
     }
+    if plan.prompts:  # only where the model declares roles: every other record (and release id) is unchanged
+        declared = {n: Role(n, p, prompt_tokens(tok.backend, p, tok.all_special_ids)) for n, p in plan.prompts.items()}
+        record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded).section()
     record["identity"] = compute_identity(record, weights)
     return record
 
@@ -89,6 +95,8 @@ def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]
     readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero",
                                "content_excluded_ids": tok.inserted_ids}
     readout |= get_family(plan.family).readout_section(plan)
+    if plan.prompt_excluded:
+        readout["prompt_rows"] = "excluded"
     if head is not None:
         readout["head"] = head
     return readout

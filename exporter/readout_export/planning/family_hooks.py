@@ -15,6 +15,9 @@ from readout_export.planning.manifest import Manifest
 from readout_export.planning.plan import Plan, agree, pooling_list
 
 Hook = Callable[[Plan, Manifest], None]
+# pooling modes whose prompt exclusion is "the prompt's rows are not pooled" (the graph's rule, and
+# sentence-transformers' for these); weighted_mean and last_token count positions there, so are refused
+PROMPT_EXCLUDING_MODES = ("mean", "mean_sqrt_len", "max", "cls")
 
 
 def _resolve_embedding(plan: Plan, manifest: Manifest) -> None:
@@ -26,8 +29,12 @@ def _resolve_embedding(plan: Plan, manifest: Manifest) -> None:
         raise ManifestError("$.readout.pooling", f"the model directory declares no pooling; state one of "
                                                  f"{list(POOLING_MODES)}")
     if st and not source.st_include_prompt:
-        raise ManifestError("$.model", "1_Pooling excludes prompt rows (include_prompt: false); "
-                                       "prompt-aware pooling is not in readout-abi/1")
+        unsupported = [m for m in plan.pooling if m not in PROMPT_EXCLUDING_MODES]
+        if unsupported:  # sentence-transformers' own rule for these modes counts positions, not pooled rows
+            raise ManifestError("$.model", f"1_Pooling excludes prompt rows (include_prompt: false) under pooling "
+                                           f"{unsupported}; readout-abi/1 excludes prompts only under "
+                                           f"{list(PROMPT_EXCLUDING_MODES)}")
+        plan.prompt_excluded = True
     # sentence-transformers pools over every attention row, special tokens included.
     plan.rows = agree("$.readout.rows", "attention" if source.st_pooling else None, manifest.readout("rows"),
                        "the sentence-transformers Pooling module") or "attention"

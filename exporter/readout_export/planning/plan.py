@@ -37,6 +37,9 @@ class Plan:
     tokenizer: Any = None  # TokenizerInfo, loaded once the truncation policy is known
     long_inputs: dict[str, Any] = field(default_factory=lambda: {"policy": "truncate"})
     min_parity: dict[str, float] | None = None  # what a default load may trade (None: the most precise target)
+    prompts: dict[str, str] = field(default_factory=dict)  # input roles (`readout_sdk.roles`): name -> prompt
+    default_role: str | None = None
+    prompt_excluded: bool = False  # pooling skips the prompt's rows (sentence-transformers include_prompt: false)
 
     @property
     def output_dir(self) -> Path:

@@ -88,6 +88,7 @@ def resolve(manifest: Manifest, every: bool = False) -> Plan:
              ("tokenizer", lambda: _resolve_tokenizer(plan), ("side", "max_length", "hook")),
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
               else None, ("max_length", "tokenizer", "hook")),
+             ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
              ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
               if "min_parity" in data.get("serving", {}) else None, ()),
              ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
@@ -97,6 +98,29 @@ def resolve(manifest: Manifest, every: bool = False) -> Plan:
             problems.check(step, name, needs)
     problems.raise_any()
     return plan
+
+
+def _resolve_roles(plan: Plan, stated: dict[str, Any] | None) -> None:
+    """Input roles from config_sentence_transformers.json; the manifest may restate them only when equal."""
+    source, spec = plan.source, get_family(plan.family)
+    declared = source.prompts or None
+    prompts = _agree("$.roles.prompts", declared, (stated or {}).get("prompts"), "config_sentence_transformers.json "
+                     "(prompts)") or {}
+    default = _agree("$.roles.default", source.default_prompt if declared else None, (stated or {}).get("default"),
+                     "config_sentence_transformers.json (default_prompt_name)")
+    if default is not None and default not in prompts:
+        raise ManifestError("$.roles.default", f"{default!r} names no role (roles: {sorted(prompts)})")
+    if not spec.takes_roles:
+        if any(prompts.values()):
+            raise ManifestError("$.model", f"config_sentence_transformers.json declares prompts {sorted(prompts)}, "
+                                           f"but {plan.family} takes no input roles in readout-abi/1")
+        return  # sentence-transformers 6 saves empty query/document prompts for every model: nothing to apply
+    if any(prompts.values()) and plan.long_inputs.get("policy") == "windows":
+        raise ManifestError("$.long_inputs.policy", "a role's prompt heads the text, not each window: prompts "
+                                                    "and windows do not combine in readout-abi/1")
+    if plan.prompt_excluded and not any(prompts.values()):
+        plan.prompt_excluded = False  # nothing to exclude: the graph keeps its three inputs
+    plan.prompts, plan.default_role = dict(prompts), default
 
 
 def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:

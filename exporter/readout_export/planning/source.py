@@ -60,7 +60,8 @@ class ModelSource:
     tokenizer_max_length: int | None = None
     truncation_side: str | None = None
     similarity: str | None = None
-    prompts: dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)  # role name -> prompt ("" applies none)
+    default_prompt: str | None = None  # sentence-transformers' default_prompt_name
     cross_activation: str | None = None
 
     @property
@@ -154,7 +155,7 @@ def read_source(root: Path) -> ModelSource:
     if p.is_file():
         st_config = _read_json(p, "$.model")
         sim = st_config.get("similarity_fn_name")
-        src.prompts = {k: v for k, v in (st_config.get("prompts") or {}).items() if v}
+        src.prompts, src.default_prompt = _st_prompts(p, st_config)
         src.similarity = {"dot_product": "dot", "dot": "dot", "cosine": "cosine", "euclidean": "euclidean"}.get(sim or "")
     act = (config.get("sentence_transformers") or {}).get("activation_fn")
     if act:
@@ -196,6 +197,21 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
         raise ManifestError("$.model", f"modules.json module {index} has type {module.get('type')}, which "
                                        "readout-export cannot place in a graph (supported: Transformer, Pooling, "
                                        "Dense, Normalize)")
+
+
+def _st_prompts(path: Path, st_config: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    """config_sentence_transformers.json's prompts (each role's prompt; sentence-transformers 6 saves
+    ``{"query": "", "document": ""}`` by default) and default_prompt_name, checked."""
+    prompts = st_config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(k, str) and k and isinstance(v, str)
+                                                for k, v in prompts.items()):
+        raise ManifestError("$.model", f"{path}: prompts must map role names to prompt strings, got "
+                                       f"{str(prompts)[:80]}")
+    default = st_config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ManifestError("$.model", f"{path}: default_prompt_name {default!r} names no prompt "
+                                       f"(prompts: {sorted(prompts)})")
+    return dict(prompts), default
 
 
 def _st_pooling_modes(cfg: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ builds it from, and the bench's call. Code outside `readout_sdk.families` asks t
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +25,7 @@ from readout_sdk.calibration import temperature as calibration_temperature
 from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
+from readout_sdk.roles import Role, Roles
 from readout_sdk.windows import owned_rows
 
 
@@ -67,6 +69,7 @@ class Context:
         self.subword_prefix: str | None = getattr(self.encoder.tokenizer.model, "continuing_subword_prefix", None)
         # the calibration layer (`readout_sdk.calibration`): scores come from logits / temperature
         self.temperature: float = calibration_temperature(record)
+        self.roles = Roles.from_record(record, self.encoder.tokenizer)
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
         """The record's declared score of raw logits, through its calibration layer."""
@@ -124,6 +127,7 @@ class Family:
     truncation_strategy: ClassVar[str] = "longest_first"  # how the tokenizer cuts an item too long
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     uses_offsets: ClassVar[bool] = False          # its decisions read character offsets (spans, entities)
+    takes_roles: ClassVar[bool] = False           # its texts may carry an input role (`readout_sdk.roles`)
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
     calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it
@@ -169,6 +173,13 @@ class Family:
             raise AbiError(f"ABI record $.output.decision: this SDK executes {self.decision!r} for {self.name}, "
                            f"the record states {stated!r}")
         long = record["input"].get("long_inputs") or {"policy": "truncate"}
+        prompts = record["input"].get("prompts") or {}
+        if any(prompts.values()) and not self.takes_roles:
+            raise AbiError(f"ABI record $.input.prompts: {self.name} takes no input roles, the record declares "
+                           f"{sorted(prompts)}")
+        if any(prompts.values()) and long["policy"] == "windows":
+            raise AbiError("ABI record $.input.prompts: a role's prompt heads the text, not each window; "
+                           "prompts and windows do not combine in readout-abi/1")
         if long["policy"] == "windows" and long.get("aggregation") not in self.aggregations:
             raise AbiError(f"ABI record $.input.long_inputs.aggregation: {self.name} combines windows by "
                            f"{list(self.aggregations) or 'nothing (truncation only)'}, record states "
@@ -198,18 +209,21 @@ class Family:
         values = [row_field(index, row, f, self.fields) for f in self.fields]
         return values[0] if len(values) == 1 else tuple(values)
 
-    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
+    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True,
+               role: Role | None = None) -> list[list[Prepared]]:
         """Each item's parts (one, or its windows when the record declares windows), zero-row checked
-        (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`)."""
+        (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`),
+        under ``role`` (its prompt prepended; `readout_sdk.roles`)."""
+        prompt, rows = (role.prompt, role.prompt_tokens) if role is not None else ("", 0)
         # offsets only where something reads them: this family's decisions, or window ownership
         encoded = ctx.encoder.encode_batch(base, items, ctx.windows,
-                                           offsets=self.uses_offsets or ctx.windows is not None)
+                                           offsets=self.uses_offsets or ctx.windows is not None, prompt=prompt)
         out = []
         for j, enc in enumerate(encoded):
             parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
             for p in parts if check else ():
-                ctx.encoder.check(base + j, p, self.checked_role)
-            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None) for p in parts])
+                ctx.encoder.check(base + j, p, self.checked_role, rows)
+            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, rows) for p in parts])
         return out
 
     # ---- decision ----------------------------------------------------------------------------
@@ -233,6 +247,12 @@ class Family:
     def collect(self, ctx: Context, results: list[Any], truncated: tuple[bool, ...]) -> Any:
         """The call's return value from the per-item results (a list, unless the family batches them)."""
         return results
+
+    def with_role(self, result: Any, role: str) -> Any:
+        """The call's result marked with the input role it was made under (a result, or a list of them)."""
+        if isinstance(result, list):
+            return [self.with_role(r, role) for r in result]
+        return dataclasses.replace(result, role=role) if hasattr(result, "role") else result
 
     def merged(self, ctx: Context, outs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """One text's outputs with its windows combined by the record's declared aggregation."""

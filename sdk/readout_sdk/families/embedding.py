@@ -23,9 +23,10 @@ class EmbeddingFamily(Family):
     calls = ("embed",)
     result = Embeddings
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
-    manifest_fields = frozenset({"readout", "score_type", "long_inputs"})
+    manifest_fields = frozenset({"readout", "score_type", "long_inputs", "roles"})
     readout_fields = frozenset({"pooling", "rows", "normalize"})
     aggregations = ("mean", TOKEN_MEAN)  # mean: of window vectors; token_mean: of source tokens, each once
+    takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     head = Head("AutoModel", ("last_hidden_state",), (True,))
     stages = ("pool", "project", "normalize")
     metric_names = ("min_cosine", "mean_cosine", "knn10_overlap", "rank_correlation")

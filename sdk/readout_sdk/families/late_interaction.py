@@ -19,8 +19,9 @@ class LateInteractionFamily(Family):
     calls = ("encode_tokens",)
     result = TokenVectors
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
-    manifest_fields = frozenset({"readout"})
+    manifest_fields = frozenset({"readout", "roles"})
     readout_fields = frozenset({"rows", "normalize"})
+    takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     head = Head("AutoModel", ("last_hidden_state",), (True,))
     stages = ("project", "normalize", "row_mask")
     metric_names = ("maxsim_error",)

@@ -47,7 +47,8 @@ class MultipleChoiceFamily(Family):
         question = row_field(index, row, "question", self.fields)
         return question, choices_field(index, row_field(index, row, "choices", self.fields))
 
-    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True) -> list[list[Prepared]]:
+    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True,
+               role: Any = None) -> list[list[Prepared]]:  # takes no roles (Engine.role refuses one)
         out = []
         for question, options in items:  # one part per question: its k (question, choice) encodings
             encs = ctx.encoder.encode_batch(0, [(question, c) for c in options], offsets=False)

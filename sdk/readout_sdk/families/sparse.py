@@ -18,8 +18,9 @@ class SparseFamily(Family):
     result = SparseVector
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
     vector_layer = "head"  # term weights are the MLM head's logits, pooled: a new head means new vectors
-    manifest_fields = frozenset({"readout"})
+    manifest_fields = frozenset({"readout", "roles"})
     readout_fields = frozenset({"pooling", "rows"})
+    takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     head = Head("AutoModelForMaskedLM", ("logits",), (True,))
     stages = ("log1p_relu", "max_pool")
     metric_names = ("term_overlap",)

@@ -1,0 +1,98 @@
+"""Input roles: the asymmetric input policy of a retrieval encoder (readout contract 0x01-0x02).
+
+A model may encode a query and a document through the same weights under different input policies:
+sentence-transformers' ``prompts`` (``{"query": "query: ", "document": "passage: "}``) with a
+``default_prompt_name``. A role's prompt is part of the input's identity: the same text under two roles
+is two inputs, and its vector is valid only under the role that made it. This module is the one
+definition of a role that the exporter records and the SDK, serving and parity apply:
+
+- the prompt is prepended to the text as a string, then the whole is tokenized and truncated (as
+  sentence-transformers' ``prepend_prompt_to_texts`` does, so the prompt is never the part cut);
+- the prompt's rows are counted as sentence-transformers counts them (:func:`prompt_tokens`): the
+  prompt tokenized alone, the tokenizer's leading special token included, a trailing special token not;
+- where the record's pooling excludes prompts (``readout.prompt_rows: "excluded"``), those leading rows
+  are attended but not pooled: the graph takes their count per item as its ``prompt_rows`` input.
+
+Records built before roles existed state only ``input.prompts``: their roles are read from it, with no
+default (applying none changes nothing those artifacts ever did).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from readout_sdk.errors import AbiError, WrongCall
+
+PROMPT_ROWS_INPUT = "prompt_rows"  # the graph input a prompt-excluding readout takes: [batch] int64
+
+
+@dataclass(frozen=True)
+class Role:
+    """One declared role: its name, the prompt it prepends ("" for none) and the rows that prompt fills."""
+
+    name: str
+    prompt: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The roles an artifact declares, its default role, and whether pooling excludes prompt rows."""
+
+    declared: Mapping[str, Role]
+    default: str | None
+    prompt_excluded: bool
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], tokenizer: Any = None) -> "Roles":
+        """The record's roles (``input.roles``; older records: ``input.prompts``, counted with ``tokenizer``)."""
+        inp = record["input"]
+        prompts = inp.get("prompts") or {}
+        section = inp.get("roles")
+        excluded = record["readout"].get("prompt_rows") == "excluded"
+        if section is None:
+            if excluded:
+                raise AbiError("ABI record $.input.roles: the readout excludes prompt rows but no roles are stated")
+            special = inp.get("all_special_ids") or []
+            declared = {n: Role(n, p, prompt_tokens(tokenizer, p, special) if tokenizer is not None else 0)
+                        for n, p in prompts.items()}
+            return cls(declared, None, False)
+        counts = section.get("prompt_tokens") or {}
+        if set(counts) != set(prompts):
+            raise AbiError(f"ABI record $.input.roles.prompt_tokens: names {sorted(counts)}, the prompts are "
+                           f"{sorted(prompts)}")
+        default = section.get("default")
+        if default is not None and default not in prompts:
+            raise AbiError(f"ABI record $.input.roles.default: {default!r} is not a declared role {sorted(prompts)}")
+        return cls({n: Role(n, p, int(counts[n])) for n, p in prompts.items()}, default, excluded)
+
+    def resolve(self, role: str | None) -> Role | None:
+        """The role a call runs under: ``role`` if given (it must be declared), else the declared default,
+        else none (the text as given)."""
+        if role is None:
+            return self.declared[self.default] if self.default is not None else None
+        if not isinstance(role, str):
+            raise TypeError(f"role must be a str, got {type(role).__name__}")
+        if role not in self.declared:
+            said = f"its roles are {sorted(self.declared)}" if self.declared else "it declares no roles"
+            raise WrongCall(f"role {role!r} is not declared by this artifact; {said}")
+        return self.declared[role]
+
+    def section(self) -> dict[str, Any]:
+        """The record's ``input.roles`` section."""
+        return {"default": self.default, "prompt_tokens": {n: r.prompt_tokens for n, r in self.declared.items()}}
+
+
+def prompt_tokens(tokenizer: Any, prompt: str, all_special_ids: Any) -> int:
+    """The rows ``prompt`` fills at the front of ``prompt + text``: sentence-transformers' rule
+    (``Transformer._get_prompt_length``): the prompt tokenized alone (``tokenizer``: a `tokenizers.Tokenizer`
+    with the artifact's truncation), minus a trailing id of ``all_special_ids`` (the record's)."""
+    if not prompt:
+        return 0  # sentence-transformers applies no prompt (and counts none) for an empty one
+    ids = tokenizer.encode(prompt).ids
+    return len(ids) - (1 if ids and ids[-1] in set(all_special_ids) else 0)
+
+
+def apply_prompt(role: Role | None, text: str) -> str:
+    """``text`` as the model sees it under ``role``."""
+    return role.prompt + text if role is not None and role.prompt else text
