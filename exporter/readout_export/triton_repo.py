@@ -27,6 +27,7 @@ from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
 from readout_sdk.staging import staged
 from readout_sdk.families import get
+from readout_sdk.serving.records import ROLE_FIELD, serving_fields
 from readout_sdk.serving.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
                                       README_DIR, RELEASE_PARAMETER, TARGET_PARAMETER, abi_sha256, model_name,
                                       release_id)
@@ -93,6 +94,10 @@ def graph_config(art: Artifact, target: Target, model: str, max_batch: int) -> A
     cfg = pb.ModelConfig(name=model, max_batch_size=max_batch,
                          platform=target.kind.triton_platform)
     for spec in record["inputs"]:
+        if spec["axes"] == ["batch"]:  # one value per item (prompt_rows): Triton wants a dim, the graph none
+            cfg.input.add(name=spec["name"], data_type=getattr(pb, DTYPES[spec["dtype"]]), dims=[1],
+                          reshape=pb.ModelTensorReshape(shape=[]))
+            continue
         cfg.input.add(name=spec["name"], data_type=getattr(pb, DTYPES[spec["dtype"]]), dims=[-1] * (len(spec["axes"]) - 1))
     for spec in record["outputs"]:
         shape = spec.get("shape") or [None] * len(spec["axes"])
@@ -114,8 +119,8 @@ def text_config(art: Artifact, target: Target, model: str, graph: str, max_batch
     """The Python-backend model's ModelConfig: the family's BYTES fields in, BYTES ``result`` (JSON) out."""
     pb, _ = _pb()
     cfg = pb.ModelConfig(name=model, backend="python", max_batch_size=max_batch)
-    for field in get(art.family).fields:
-        cfg.input.add(name=field, data_type=pb.TYPE_STRING, dims=[1])
+    for field in serving_fields(art.record):  # the role is optional: absent, the declared default applies
+        cfg.input.add(name=field, data_type=pb.TYPE_STRING, dims=[1], optional=field == ROLE_FIELD)
     cfg.output.add(name="result", data_type=pb.TYPE_STRING, dims=[1])
     cfg.dynamic_batching.max_queue_delay_microseconds = QUEUE_DELAY_US
     cfg.instance_group.add(kind=pb.ModelInstanceGroup.KIND_CPU, count=1)  # tokenization and decoding are CPU work

@@ -29,7 +29,7 @@ from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
-from readout_sdk.roles import Role
+from readout_sdk.roles import PROMPT_ROWS_INPUT, Role
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import Runner, gpu_available
@@ -184,15 +184,19 @@ class Engine:
         """The artifact's release id (the last link of its layered identity)."""
         return self.identity.release_id if self.identity else None
 
-    def cache_key(self, layer: str) -> str:
+    def cache_key(self, layer: str, role: str | None = None) -> str:
         """A key for caching what ``layer`` produces with this engine: a layer name (``tokenizer`` ...
         ``decision``) or ``contextual``, ``vectors``, ``raw_scores``, ``calibrated_scores``, ``decisions``.
         It changes exactly when that layer or one it depends on changes, and with the target (format,
-        precision, int8 recipe) that computed it."""
+        precision, int8 recipe) that computed it. Where the artifact declares input roles, the role the
+        values were made under (``role``, else the declared default) is part of the key: a query's vector
+        and a document's are different values of the same text."""
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
-        return cache_key(self.identity, layer, self.target.name, self.family_spec.vector_layer)
+        applied = self.role(role)
+        target = self.target.name if applied is None else f"{self.target.name}:role={applied.name}"
+        return cache_key(self.identity, layer, target, self.family_spec.vector_layer)
 
     @property
     def tokenizer(self) -> Any:
@@ -221,14 +225,21 @@ class Engine:
 
     # ---- raw access -------------------------------------------------------------------------
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
-            token_type_ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            token_type_ids: np.ndarray | None = None, prompt_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The graph's raw named outputs, for callers who tokenize themselves. Arrays are checked against
-        the record's input axes ([batch, sequence], or [batch, choices, sequence]) and each other's shape."""
+        the record's input axes ([batch, sequence], or [batch, choices, sequence]) and each other's shape.
+        ``prompt_rows`` ([batch]): where the graph takes it, each item's leading prompt rows (default 0)."""
         names = ["input_ids", "attention_mask"]
         given = [input_ids, attention_mask]
         if "token_type_ids" in self.context.encoder.inputs:
             names.append("token_type_ids")
             given.append(np.zeros_like(np.asarray(input_ids)) if token_type_ids is None else token_type_ids)
+        counts = None
+        if PROMPT_ROWS_INPUT in self.context.encoder.inputs:
+            counts = np.zeros(np.shape(input_ids)[:1], np.int64) if prompt_rows is None else np.asarray(prompt_rows)
+            if counts.dtype.kind not in "iu" or counts.shape != np.shape(input_ids)[:1]:
+                raise ValueError(f"run(): prompt_rows must be one integer per item, shape {np.shape(input_ids)[:1]}, "
+                                 f"got {counts.dtype} {counts.shape}")
         rank = len(self.abi["inputs"][0]["axes"])
         feed = {}
         for name, value in zip(names, given):
@@ -242,6 +253,8 @@ class Engine:
             feed[name] = array.astype(np.int64)
         if len({a.shape for a in feed.values()}) != 1:
             raise ValueError(f"run(): the inputs' shapes differ: {[a.shape for a in feed.values()]}")
+        if counts is not None:
+            feed[PROMPT_ROWS_INPUT] = counts.astype(np.int64)
         try:
             return self._forward(feed)
         except WrongCall:

@@ -192,3 +192,20 @@ def build_classifier(root: Path, targets: list[dict], labels: tuple[str, ...] = 
            "family": "sequence_classification", "targets": targets}
     (root / "manifest.json").write_text(json.dumps(doc))
     return model, build(root / "manifest.json").output_dir
+
+
+QUERY_PROMPT, DOCUMENT_PROMPT = "query: ", "passage: "
+
+
+def make_role_model(out: Path, include_prompt: bool, default: str | None = "query") -> Path:
+    """REAL MiniLM backbone in an asymmetric sentence-transformers layout (mean pooling, Normalize) with
+    E5-style query/document prompts, saved by sentence-transformers itself (prompts, default_prompt_name,
+    ``Pooling(include_prompt=...)``)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as M
+
+    transformer = M.Transformer(str(minilm_path()), max_seq_length=128)
+    modules = [transformer, M.Pooling(384, pooling_mode="mean", include_prompt=include_prompt), M.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu", prompts={"query": QUERY_PROMPT, "document": DOCUMENT_PROMPT},
+                        default_prompt_name=default).save(str(out))
+    return out

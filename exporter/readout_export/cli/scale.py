@@ -109,6 +109,8 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--column", "columns", multiple=True,
               help="Column holding the text (default: text); for pair families FIELD=COLUMN, e.g. query=q.")
 @click.option("--prefix", default="", help="Prefix for the output columns (when an input column has their name).")
+@click.option("--role", help="Input role every row is encoded under (e.g. document), where the artifact declares "
+                             "roles; default: its declared default role.")
 @click.option("--address", help="Ray cluster to use (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--num-cpus", type=int, help="CPUs of the local cluster (default: all).")
 @click.option("--actors", default=1, show_default=True, type=click.IntRange(min=1),
@@ -121,7 +123,8 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @load_options(ENCODE_THREADS)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, address: str | None,
+def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, role: str | None,
+           address: str | None,
            num_cpus: int | None, actors: int, cpus_per_actor: float | None, batch_size: int, target: str | None,
            backend: str, device: str, streams: int | None, threads: int | None, as_json: bool, debug: bool) -> None:
     """Encode a JSONL or Parquet file with ARTIFACT on Ray Data; write Parquet files (every input column
@@ -131,7 +134,7 @@ def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], pr
     mapping = _column_mapping(columns)
     result = run_command(debug, as_json, lambda: encode_file(
         artifact, source, output, mapping, prefix, address, actors, cpus_per_actor, batch_size,
-        num_cpus=num_cpus, **_load_kwargs(target, backend, device, streams, threads)))
+        num_cpus=num_cpus, role=role, **_load_kwargs(target, backend, device, streams, threads)))
     if as_json:
         click.echo(json.dumps({"ok": True, "rows": result.rows, "output": str(result.output),
                                "files": list(result.files), "seconds": round(result.seconds, 3)}))

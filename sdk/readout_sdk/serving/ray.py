@@ -21,7 +21,8 @@ from readout_sdk.errors import InputRefused
 from readout_sdk.families import get
 from readout_sdk.staging import place, staged
 from readout_sdk.release.stored import identity_metadata
-from readout_sdk.serving.records import plain, predict_records
+from readout_sdk.roles import Roles
+from readout_sdk.serving.records import ROLE_FIELD, plain, predict_records, serving_fields
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
 INPUTS = (".jsonl", ".parquet")
@@ -49,7 +50,7 @@ class Predictor:
     """
 
     def __init__(self, artifact: str | Path, columns: Mapping[str, str] | None = None, prefix: str = "",
-                 batch_size: int = 32, **load_options: Any):
+                 batch_size: int = 32, role: str | None = None, **load_options: Any):
         from readout_sdk.engine import load
 
         if load_options.get("threads") is None:  # as many runtime threads as Ray gave this actor CPUs
@@ -57,8 +58,10 @@ class Predictor:
         self.engine = load(artifact, **load_options)
         family = self.engine.family
         self.columns = resolve_columns(family, columns)
-        self.outputs = {key: prefix + key for key in get(family).record_keys}
-        self.types = output_types(family, self.engine.labels)
+        applied = self.engine.role(role)  # an undeclared role is refused here, naming the declared ones
+        self.role = applied.name if applied is not None else None
+        self.outputs = {key: prefix + key for key in output_keys(self.engine.abi)}
+        self.types = output_types(family, self.engine.labels) | {ROLE_FIELD: _pyarrow().string()}
         self.batch_size = batch_size
         # which release and vector layers produced these columns (readout_sdk.release.stored.check_stored reads it)
         self.metadata = identity_metadata(self.engine) if self.engine.identity is not None else {}
@@ -72,7 +75,7 @@ class Predictor:
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_pandas(batch, preserve_index=False)
         self.check(table.column_names)
         data = {field: table.column(col).to_pylist() for field, col in self.columns.items()}
-        rows = [dict(zip(data, values)) for values in zip(*data.values())]
+        rows = [dict(zip(data, values)) | {ROLE_FIELD: self.role} for values in zip(*data.values())]
         try:
             records = predict_records(self.engine, rows, self.batch_size)
         except (InputRefused, TypeError) as e:  # name the row by its input columns, not its place in the batch
@@ -123,6 +126,11 @@ def check_columns(column_names: list[str], columns: Mapping[str, str], outputs: 
 def _describe(row: dict[str, Any], columns: Mapping[str, str]) -> str:
     others = [(k, v) for k, v in row.items() if k not in columns.values()][:2]
     return ", ".join(f"{k}={v!r}" for k, v in others) or "the batch's first row"
+
+
+def output_keys(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The output columns' keys: the family's record keys, and ``role`` where the artifact declares roles."""
+    return get(record["family"]).record_keys + tuple(f for f in serving_fields(record) if f == ROLE_FIELD)
 
 
 def resolve_columns(family: str, columns: Mapping[str, str] | None) -> dict[str, str]:
@@ -179,11 +187,12 @@ def _json_strings(keys: dict[str, bool]) -> Any:
 def encode_file(artifact: str | Path, source: str | Path, output: str | Path, columns: Mapping[str, str] | None = None,
                 prefix: str = "", address: str | None = None, actors: int = 1, cpus_per_actor: float | None = None,
                 batch_size: int = 256, model_batch_size: int = 32, num_cpus: int | None = None,
-                **load_options: Any) -> EncodeResult:
+                role: str | None = None, **load_options: Any) -> EncodeResult:
     """Encode a JSON Lines or Parquet file with Ray Data and write Parquet files into ``output``.
 
     ``address``: a running Ray cluster (``auto``, ``HOST:PORT``, ``ray://HOST:10001``); without it a local
-    cluster starts (``num_cpus`` CPUs, default all) and stops afterwards. ``actors`` Ray actors each load
+    cluster starts (``num_cpus`` CPUs, default all) and stops afterwards. ``role``: the input role every row
+    is encoded under (e.g. ``document`` for a corpus; default: the artifact's declared default role). ``actors`` Ray actors each load
     the artifact once; ``batch_size`` rows go to an actor per call. With a cluster, the artifact, input and
     output paths must be the same on every node (shared storage). Rows come back in no particular order
     (keep an id column). Output appears only when complete: files are written to a staging directory
@@ -217,10 +226,11 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
 
     opened = open_artifact(artifact, check_graphs=False, graphs=False)
     family, stamped = opened.family, opened.identity is not None
+    Roles.from_record(opened.record).resolve(role)  # an undeclared role is refused before Ray starts
     keys = _json_keys(src) if src.suffix == ".jsonl" else {}  # read once: the columns, and which are strings
     names_in = list(keys) if src.suffix == ".jsonl" else list(_pyarrow().parquet.read_schema(src).names)
     check_columns(names_in, resolve_columns(family, columns),
-                  {key: prefix + key for key in get(family).record_keys})
+                  {key: prefix + key for key in output_keys(opened.record)})
     expected = count_rows(src)
     artifact = str(Path(artifact).resolve())
     with staged(out, "encoded") as staging:  # one run per output; what killed runs left is swept
@@ -252,7 +262,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
             ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
                                 compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
                                 fn_constructor_args=(artifact,),
-                                fn_constructor_kwargs={"columns": columns, "prefix": prefix,
+                                fn_constructor_kwargs={"columns": columns, "prefix": prefix, "role": role,
                                                        "batch_size": model_batch_size, **load_options})
             try:
                 ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})

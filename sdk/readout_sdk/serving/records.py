@@ -14,17 +14,50 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from readout_sdk.errors import InputRefused
+from readout_sdk.families import get
+
+
+ROLE_FIELD = "role"  # an optional request field where the artifact declares input roles (`readout_sdk.roles`)
+
+
+def serving_fields(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """A request's fields: the family's, and ``role`` where the artifact (its ABI record) declares input roles."""
+    fam = get(record["family"])
+    return fam.fields + ((ROLE_FIELD,) if fam.takes_roles and record["input"].get("prompts") else ())
 
 
 def predict_records(engine: Any, rows: Sequence[Mapping[str, Any]], batch_size: int = 32) -> list[dict[str, Any]]:
-    """Run ``rows`` (each a mapping of the family's fields) and return one record per row, in order.
+    """Run ``rows`` (each a mapping of the family's fields, and optionally ``role``) and return one record
+    per row, in order.
 
-    Every family's rows go through the engine's sorted batching in one call (QA windows and
-    multiple-choice questions too) and the family's own decoder.
+    Every family's rows go through the engine's sorted batching and the family's own decoder, one call
+    per input role present (QA windows and multiple-choice questions too). Where the artifact declares
+    roles, each record says which role made it (the declared default where a row names none).
     """
     fam = engine.family_spec
-    items = [fam.row_item(i, row) for i, row in enumerate(rows)]
-    return fam.records(engine.decide(items, batch_size=batch_size))
+    roles = [_role(i, row.get(ROLE_FIELD)) for i, row in enumerate(rows)]
+    out: list[dict[str, Any]] = [{} for _ in rows]
+    for role in dict.fromkeys(roles):
+        at = [i for i, r in enumerate(roles) if r == role]
+        items = [fam.row_item(i, rows[i]) for i in at]
+        applied = engine.role(role)
+        for i, rec in zip(at, fam.records(engine.decide(items, batch_size=batch_size, role=role))):
+            out[i] = rec | ({ROLE_FIELD: applied.name if applied else None} if engine.roles else {})
+    return out
+
+
+def _role(index: int, value: Any) -> str | None:
+    """A row's role as a name (Triton sends BYTES; an empty one means none given)."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputRefused(f"row {index}: role is not UTF-8") from None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputRefused(f"row {index}: role must be a string, got {type(value).__name__}")
+    return value
 
 
 def predict_groups(engine: Any, groups: Sequence[Sequence[Mapping[str, Any]]],

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from readout_sdk.families import get
-from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns
+from readout_sdk.serving.records import ROLE_FIELD, json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.serving.triton_model import model_name
 
 SERVE_EXTRA = "pip install 'readout-export[serve]'"
@@ -41,7 +41,7 @@ class ServeOptions:
 
 def infer_function(engine: Any, batch_size: int = 32) -> Callable[[list[Any]], list[dict[str, np.ndarray]]]:
     """A PyTriton infer function over a list of requests: every row in one SDK call, replies per request."""
-    need = get(engine.family).fields
+    need = serving_fields(engine.abi)
     release = np.array([str(engine.release_id or "").encode()], dtype=object)
 
     def infer(requests: list[Any]) -> list[dict[str, np.ndarray]]:
@@ -77,7 +77,7 @@ def start(engine: Any, options: ServeOptions = ServeOptions(), name: str | None 
                           exit_timeout_secs=5, log_file=Path(options.log_file) if options.log_file else None)
     triton = Triton(config=config)
     triton.bind(model_name=model_name(engine.abi, name), infer_func=infer_function(engine, batch_size),
-                inputs=[Tensor(name=f, dtype=bytes, shape=(1,)) for f in get(engine.family).fields],
+                inputs=[Tensor(name=f, dtype=bytes, shape=(1,), optional=f == ROLE_FIELD) for f in serving_fields(engine.abi)],
                 outputs=[Tensor(name="result", dtype=bytes, shape=(1,)),
                          Tensor(name="release_id", dtype=bytes, shape=(1,))],
                 config=ModelConfig(max_batch_size=options.max_batch_size,

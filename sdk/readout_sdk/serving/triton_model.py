@@ -24,7 +24,7 @@ import numpy as np
 from readout_sdk.artifact import ArtifactError, open_artifact
 from readout_sdk.profiles import Profile
 from readout_sdk.families import get
-from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns
+from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.runners import Lifecycle
 
 ABI_PARAMETER = "readout.abi"
@@ -121,9 +121,9 @@ class TritonPythonModel:
             raise ArtifactError(f"{config['name']}: graph model {graph} ({graph_config}) is missing or carries another "
                                 "ABI record; write both models with one `readout-export triton` run")
         profile = Profile.from_json(json.loads(params[PROFILE_PARAMETER])) if params.get(PROFILE_PARAMETER) else None
-        self.fields = get(art.family).fields
         self.batch_size = int(params.get(BATCH_PARAMETER, "32"))
         self.engine = Engine(art, BlsRunner(graph, pb_utils, profile), target, "served by Triton through " + graph)
+        self.fields = serving_fields(self.engine.abi)
 
     def execute(self, requests: list[Any]) -> list[Any]:
         pb = self._pb
