@@ -125,7 +125,10 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
     items = [fam.check_item(i, x) for i, x in enumerate(raw)]
     ctx = Context(record, art.path / art.tokenizer_file)
-    groups = fam.encode(ctx, 0, items)
+    # every declared input role: each prepends its prompt and may exclude its rows from pooling
+    roles = list(ctx.roles.declared.values()) or [None]
+    groups = [g for role in roles for g in fam.encode(ctx, 0, items, role=role)]
+    items = items * len(roles)
     units = [u for g in groups for u in g]
     lengths = [len(e.ids) for u in units for e in u.encodings]
     ref_given = reference is not None
@@ -190,7 +193,8 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
             reference.close()
     corpus_info = {"source": str(corpus) if corpus else "built-in", "items": len(items), "parts": len(units),
                    "min_tokens": min(lengths), "max_tokens": max(lengths),
-                   "max_length": record["input"]["max_length"], "reference": reference.label}
+                   "max_length": record["input"]["max_length"], "reference": reference.label,
+                   "roles": [r.name for r in roles if r is not None]}
     grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
             "batch_widths": list(widths)}
     return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,
