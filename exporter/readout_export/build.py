@@ -136,6 +136,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.targets import Production, produce
     from readout_export.graph.architecture import describe
     from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.graph.forms import vector_forms
     from readout_export.graph.record import build_record, weights_digest
     from readout_export.graph.weights import file_hashes, plan_digests
 
@@ -163,10 +164,17 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
+    forms = None
+    if plan.vectors:
+        step("vector forms: " + ("fitting int8/uint8 ranges on the calibration corpus" if plan.vectors["texts"]
+                                 else "widths and precisions"))
+        forms = vector_forms(plan, graph, tok, list(inputs), out_dims["dim"], plan.normalize == "l2",
+                             plan.score_type or "cosine")
     record = build_record(
         plan, tok, out_dims=out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
         weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
-        source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions())
+        source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
+        forms=forms)
     validate_record(record)
 
     listed: list[Target] = []

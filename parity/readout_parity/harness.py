@@ -23,6 +23,7 @@ from readout_sdk.families import Context, Family, get
 from readout_sdk.runners import Runner
 from readout_sdk.targets import ways_to_run
 
+from readout_parity.forms import form_checks
 from readout_parity.checks import Check, decide, not_evaluated, target_budgets
 from readout_parity.corpus import default_corpus, load_corpus
 
@@ -111,6 +112,11 @@ def _worst(worst: dict[str, tuple[float, str]], metrics: dict[str, float], where
             worst[metric] = (value, where)
 
 
+def overrides_manifest(art: Artifact) -> dict[str, Any]:
+    """The build manifest the artifact keeps (its parity and vector-form budgets), or {}."""
+    return art.extra.get("build", {}).get("manifest") or {}
+
+
 def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
                say: Callable[[str], None] = lambda _m: None, reference: Reference | None = None,
                only: Sequence[str] | None = None) -> Report:
@@ -137,7 +143,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
         say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
         ref = regroup(run_units(reference.runner, record, units, "right", 1), groups)
         ref_decided = fam.decisions(ctx, items, ref, groups)  # once; every grid cell compares with it
-        overrides = (art.extra.get("build", {}).get("manifest") or {}).get("parity")
+        overrides = overrides_manifest(art).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
         from readout_sdk.targets.backends import onnxruntime_module
@@ -178,6 +184,12 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                 if not gated:  # ran, but nothing was gated: never a silent pass
                     checks.append(not_evaluated(tname, provider, f"no metric of {fam.name} has a budget at "
                                                 f"{target.precision} (measured: {', '.join(sorted(worst))})"))
+        if ctx.forms and only is None:  # what each declared vector form costs against the full vector
+            names = [r.name if r is not None else None for r in roles for _ in range(len(items) // len(roles))]
+            budgets = ((overrides_manifest(art).get("vectors") or {}).get("min")) or {}
+            more, measured = form_checks(ctx.forms, ref_decided, names, budgets, reference.label)
+            checks += more
+            measurements += measured
         for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
             if only is None or pending["target"] in only:
                 checks.append(not_evaluated(pending["target"], "TensorRT", "not compiled yet: run `readout-export "

@@ -30,6 +30,8 @@ from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
 from readout_sdk.roles import PROMPT_ROWS_INPUT, Role
+from readout_sdk.vector_forms import VectorForm
+from readout_sdk.vector_forms import apply as apply_form
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 from readout_sdk.runners import Runner, gpu_available
@@ -184,19 +186,20 @@ class Engine:
         """The artifact's release id (the last link of its layered identity)."""
         return self.identity.release_id if self.identity else None
 
-    def cache_key(self, layer: str, role: str | None = None) -> str:
+    def cache_key(self, layer: str, role: str | None = None, form: str | None = None) -> str:
         """A key for caching what ``layer`` produces with this engine: a layer name (``tokenizer`` ...
         ``decision``) or ``contextual``, ``vectors``, ``raw_scores``, ``calibrated_scores``, ``decisions``.
         It changes exactly when that layer or one it depends on changes, and with the target (format,
         precision, int8 recipe) that computed it. Where the artifact declares input roles, the role the
         values were made under (``role``, else the declared default) is part of the key: a query's vector
-        and a document's are different values of the same text."""
+        and a document's are different values of the same text. ``form``: vectors in a declared vector form
+        (its key changes with its width, precision and ranges, not with the other forms)."""
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
         applied = self.role(role)
         target = self.target.name if applied is None else f"{self.target.name}:role={applied.name}"
-        return cache_key(self.identity, layer, target, self.family_spec.vector_layer)
+        return cache_key(self.identity, layer, target, self.family_spec.vector_layer, self._form(form) and form)
 
     @property
     def tokenizer(self) -> Any:
@@ -465,10 +468,30 @@ class Engine:
 
     # ---- embedding --------------------------------------------------------------------------
     def embed(self, texts: Iterable[str], batch_size: int | None = None, show_progress: bool = False,
-              role: str | None = None) -> Embeddings:
+              role: str | None = None, form: str | None = None) -> Embeddings:
         """Vectors for ``texts`` with the declared normalization and similarity, under the input ``role``
-        (e.g. ``"query"``; default: the artifact's declared default role; see :attr:`roles`)."""
-        return self._decide("embed", texts, batch_size, show_progress, role=role)
+        (e.g. ``"query"``; default: the artifact's declared default role; see :attr:`roles`), in a declared
+        vector ``form`` (e.g. ``"256/float32"``, ``"384/int8"``, ``"384/binary"``; see :attr:`forms`;
+        default: the full float32 vector)."""
+        reduced = self._form(form)
+        full = self._decide("embed", texts, batch_size, show_progress, role=role)
+        if reduced is None:
+            return full
+        return Embeddings(apply_form(reduced, full.vectors), reduced.renormalize and reduced.precision == "float32",
+                          reduced.score, full.truncated, full.role, reduced)
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """The vector forms this artifact declares besides its full float32 vector (``width/precision``)."""
+        return tuple(self.context.forms)
+
+    def _form(self, form: str | None) -> VectorForm | None:
+        if form is None:
+            return None
+        if form not in self.context.forms:
+            said = f"its forms are {list(self.context.forms)}" if self.context.forms else "it declares none"
+            raise WrongCall(f"vector form {form!r} is not declared by this artifact; {said}")
+        return self.context.forms[form]
 
     # ---- classification families -----------------------------------------------------------
     def classify(self, texts: Iterable[str], top_k: int = 1, batch_size: int | None = None,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -25,17 +26,29 @@ class Embeddings:
     score_type: str
     truncated: tuple[bool, ...] = ()
     role: str | None = None  # the input role the vectors were made under (`readout_sdk.roles`); None: none
+    # the declared vector form (`readout_sdk.vector_forms.VectorForm`: width and precision) the vectors are
+    # in; None: the full float32 vector. Quantized forms keep their integer dtype.
+    form: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "vectors", _frozen(np.asarray(self.vectors, dtype=np.float32)))
+        dtype = np.float32 if self.form is None else np.dtype(self.form.dtype)
+        object.__setattr__(self, "vectors", _frozen(np.asarray(self.vectors, dtype=dtype)))
 
     def __len__(self) -> int:
         return len(self.vectors)
 
     def similarity(self, other: "Embeddings") -> np.ndarray:
-        """[len(self), len(other)] similarities under the declared score type."""
+        """[len(self), len(other)] similarities under the declared score type (a form's own score:
+        cosine or dot for float32 forms, dot of int8/uint8 codes, agreeing bits for binary forms)."""
         if other.score_type != self.score_type:
             raise ValueError(f"cannot compare {self.score_type} embeddings with {other.score_type} embeddings")
+        if self.form is not None or other.form is not None:
+            names = [e.form.name if e.form is not None else "full float32" for e in (self, other)]
+            if self.form != other.form:
+                raise ValueError(f"cannot compare vectors of form {names[0]} with vectors of form {names[1]}")
+            from readout_sdk.vector_forms import similarity
+
+            return similarity(self.form, self.vectors, other.vectors).astype(np.float32)
         a = self.vectors.astype(np.float64)
         b = other.vectors.astype(np.float64)
         if self.score_type == "cosine":

@@ -26,7 +26,8 @@ def weights_digest(files: list[tuple[str, str]]) -> str:
 
 def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], arch: Architecture,
                  weights: dict[str, Any], weights_sha256: str, tokenizer_sha256: str,
-                 source_tokenizer_sha256: str | None, versions: dict[str, str]) -> dict[str, Any]:
+                 source_tokenizer_sha256: str | None, versions: dict[str, str],
+                 forms: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return the record embedded in every graph and in readout.json, its layered identity included
     (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`)."""
     spec = get_family(plan.family)
@@ -86,6 +87,8 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
     if plan.prompts:  # only where the model declares roles: every other record (and release id) is unchanged
         declared = {n: Role(n, p, prompt_tokens(tok.backend, p, tok.all_special_ids)) for n, p in plan.prompts.items()}
         record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded).section()
+    if forms is not None:  # the declared vector forms (`readout_export.graph.forms`)
+        record["vector_forms"] = forms
     record["identity"] = compute_identity(record, weights)
     return record
 

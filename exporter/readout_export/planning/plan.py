@@ -40,6 +40,7 @@ class Plan:
     prompts: dict[str, str] = field(default_factory=dict)  # input roles (`readout_sdk.roles`): name -> prompt
     default_role: str | None = None
     prompt_excluded: bool = False  # pooling skips the prompt's rows (sentence-transformers include_prompt: false)
+    vectors: dict[str, Any] | None = None  # declared vector forms (`readout_export.graph.forms`)
 
     @property
     def output_dir(self) -> Path:

@@ -19,7 +19,7 @@ from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
 from readout_export.planning.family_hooks import readout_hook
-from readout_export.planning.manifest import Manifest
+from readout_export.planning.manifest import Manifest, resolved_path
 from readout_export.planning.plan import Plan, agree as _agree
 from readout_export.planning.problems import Problems
 from readout_export.planning.source import ModelSource, config_int, read_source
@@ -89,6 +89,7 @@ def resolve(manifest: Manifest, every: bool = False) -> Plan:
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
               else None, ("max_length", "tokenizer", "hook")),
              ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
+             ("vectors", (lambda: _resolve_vectors(plan, data["vectors"])) if "vectors" in data else None, ()),
              ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
               if "min_parity" in data.get("serving", {}) else None, ()),
              ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
@@ -123,6 +124,42 @@ def _resolve_roles(plan: Plan, stated: dict[str, Any] | None) -> None:
     plan.prompts, plan.default_role = dict(prompts), default
 
 
+def _resolve_vectors(plan: Plan, spec: dict[str, Any]) -> None:
+    """Declared vector forms; int8/uint8 need a calibration corpus that shares no text with the parity corpus
+    (ranges fitted on the texts they are then judged on would flatter them)."""
+    from readout_parity.corpus import default_corpus, load_corpus
+
+    precisions = list(spec.get("precisions") or [])
+    if not spec.get("widths") and not [p for p in precisions if p != "float32"]:
+        raise ManifestError("$.vectors", "declares no form: give widths, precisions other than float32, or both")
+    plan.vectors = {"widths": sorted(spec.get("widths") or [], reverse=True), "precisions": precisions,
+                    "calibration": None, "texts": []}
+    if not {"int8", "uint8"} & set(precisions):
+        if "calibration" in spec:
+            raise ManifestError("$.vectors.calibration", "only int8/uint8 forms are calibrated; none is declared")
+        return
+    if "calibration" not in spec:
+        raise ManifestError("$.vectors.calibration", "int8/uint8 forms need a calibration corpus (JSON Lines of "
+                                                     "{\"text\": ...}) to fit their per-dimension ranges on")
+    path = resolved_path(plan.manifest.base, spec["calibration"], "$.vectors.calibration")
+    fam = get_family(plan.family)
+    try:
+        texts = load_corpus(path, fam)
+    except (OSError, ValueError) as e:
+        raise ManifestError("$.vectors.calibration", str(e).splitlines()[0]) from None
+    shared = sorted(set(texts) & set(default_corpus(fam)))
+    if shared:
+        raise ManifestError("$.vectors.calibration", f"{path.name} shares {len(shared)} text(s) with the parity "
+                                                     f"corpus (e.g. {shared[0][:40]!r}); fit ranges on other texts")
+    if len(texts) < MIN_CALIBRATION:
+        raise ManifestError("$.vectors.calibration", f"{path.name} holds {len(texts)} texts; ranges need at least "
+                                                     f"{MIN_CALIBRATION}")
+    plan.vectors |= {"calibration": path, "texts": texts}
+
+
+MIN_CALIBRATION = 16  # texts a per-dimension min/max is fitted on (sentence-transformers takes any 2; too few flatters nothing)
+
+
 def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:
     if plan.score_type is None and allowed:
         plan.score_type = allowed[0]
@@ -150,7 +187,7 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
     resolved again against the source model directory ``root``: what the eager reference and
     reconciliation rebuild from. Its output_dir is a hidden sibling named for ``purpose``, never written."""
     from readout_export.errors import BuildError
-    from readout_export.planning.manifest import Manifest
+    from readout_export.planning.manifest import Manifest, resolved_path
 
     data = dict(art.extra.get("build", {}).get("manifest") or {})
     if not data:

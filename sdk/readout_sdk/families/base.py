@@ -26,6 +26,7 @@ from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
 from readout_sdk.roles import Role, Roles
+from readout_sdk.vector_forms import VectorForm, from_record
 from readout_sdk.windows import owned_rows
 
 
@@ -70,6 +71,14 @@ class Context:
         # the calibration layer (`readout_sdk.calibration`): scores come from logits / temperature
         self.temperature: float = calibration_temperature(record)
         self.roles = Roles.from_record(record, self.encoder.tokenizer)
+        # the declared vector forms by name (`readout_sdk.vector_forms`), under the declared score type
+        self.forms: dict[str, VectorForm] = {}
+        for k, f in enumerate((record.get("vector_forms") or {}).get("forms") or []):
+            try:
+                form = from_record(f, record["output"].get("score_type") or "cosine")
+            except ValueError as e:
+                raise AbiError(f"ABI record $.vector_forms.forms[{k}]: {e}") from None
+            self.forms[form.name] = form
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
         """The record's declared score of raw logits, through its calibration layer."""

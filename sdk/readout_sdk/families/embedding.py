@@ -23,7 +23,7 @@ class EmbeddingFamily(Family):
     calls = ("embed",)
     result = Embeddings
     stored_cache = "vectors"  # its records are vectors: valid while the vector layers are
-    manifest_fields = frozenset({"readout", "score_type", "long_inputs", "roles"})
+    manifest_fields = frozenset({"readout", "score_type", "long_inputs", "roles", "vectors"})
     readout_fields = frozenset({"pooling", "rows", "normalize"})
     aggregations = ("mean", TOKEN_MEAN)  # mean: of window vectors; token_mean: of source tokens, each once
     takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)

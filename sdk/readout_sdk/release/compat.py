@@ -57,19 +57,39 @@ def diff(a: Artifact, b: Artifact) -> dict[str, Any]:
         invalid |= effect
     if a.family != b.family:
         invalid = set(CACHES)
+    forms = _forms(ia, ib, "vector_cache" in invalid)
     doc: dict[str, Any] = {
-        "same": not changes,
+        "same": not changes and ia.forms == ib.forms,
         "a": {"path": str(a.path), "release_id": ia.release_id, "family": a.family},
         "b": {"path": str(b.path), "release_id": ib.release_id, "family": b.family},
         "layers": layers,
         "changes": changes,
         "invalidates": {c: c in invalid for c in CACHES},
         "targets": _targets(a, ia, b, ib),
+        "forms": forms,
     }
     if permuted:
         doc["migration"] = ("head rows permuted together with the label map (head_by_label unchanged): positional "
                             "raw score vectors change, scores and decisions keyed by label name do not")
     return doc
+
+
+def _forms(ia: Identity, ib: Identity, vectors_invalid: bool) -> list[dict[str, Any]]:
+    """Per declared vector form (`readout_sdk.vector_forms`): in which artifact, and whether vectors stored in
+    it stay valid (the form's digest is the same in both, chained to an unchanged vector layer)."""
+    out = []
+    for name in sorted(set(ia.forms) | set(ib.forms), key=lambda n: (-int(n.split("/")[0]), n)):
+        side = "both" if name in ia.forms and name in ib.forms else ("a" if name in ia.forms else "b")
+        if side != "both":
+            status = f"only in {side}: stored vectors of this form have no counterpart"
+        elif ia.forms[name] == ib.forms[name] and not vectors_invalid:
+            status = "stored vectors stay valid"
+        else:
+            status = "stored vectors are invalid (" + ("the vectors changed" if vectors_invalid else
+                                                      "the form's ranges changed") + ")"
+        out.append({"form": name, "in": side, "valid": side == "both" and status.startswith("stored vectors stay"),
+                    "status": status})
+    return out
 
 
 def _targets(a: Artifact, ia: Identity, b: Artifact, ib: Identity) -> list[dict[str, Any]]:
@@ -106,10 +126,13 @@ def text(doc: dict[str, Any]) -> str:
         lines += ["", f"migration: {doc['migration']}"]
     lines += ["", "invalidates:"]
     lines += [f"  {c:<18} {'yes' if v else 'no (reusable)'}" for c, v in doc["invalidates"].items()]
+    if doc.get("forms"):
+        lines += ["", "vector forms:"]
+        lines += [f"  {f['form']:<16} {f['status']}" for f in doc["forms"]]
     lines += ["", "targets:"]
     lines += [f"  {t['target']:<22} in {t['in']:<5} {t['status']}" for t in doc["targets"]]
     lines += ["", "same: no semantic layer changed" if doc["same"] else
-              f"changed: {', '.join(n for n in LAYERS if doc['layers'][n] == 'changed')}"]
+              f"changed: {', '.join([n for n in LAYERS if doc['layers'][n] == 'changed'] or ['vector forms'])}"]
     return "\n".join(lines)
 
 

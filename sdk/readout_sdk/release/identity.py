@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from readout_sdk.errors import SdkError
@@ -96,9 +96,26 @@ def compute(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, 
             parent = d
     # the release is every layer, the positional head included: two artifacts whose raw outputs differ
     # in coordinates are two releases even where their decisions are the same
-    release_id = digest({"scheme": SCHEME, "layers": layers, "head_by_label": by_label})
-    return {"scheme": SCHEME, "weights": dict(weights), "layers": layers, "head_by_label": by_label,
-            "release_id": release_id}
+    released: dict[str, Any] = {"scheme": SCHEME, "layers": layers, "head_by_label": by_label}
+    forms = form_digests(record, layers)
+    if forms:  # only where forms are declared: every other release id is what it was
+        released["forms"] = forms
+    out = {"scheme": SCHEME, "weights": dict(weights), "layers": layers, "head_by_label": by_label,
+           "release_id": digest(released)}
+    return out | ({"forms": forms} if forms else {})
+
+
+def form_name(form: Mapping[str, Any]) -> str:
+    """A vector form's name, ``<width>/<precision>`` (as `readout_sdk.vector_forms.VectorForm.name`)."""
+    return f"{form['width']}/{form['precision']}"
+
+
+def form_digests(record: Mapping[str, Any], layers: Mapping[str, str]) -> dict[str, str]:
+    """One digest per declared vector form (``record["vector_forms"]``), chained to the readout layer the
+    full vector comes from: a stored reduced vector is valid while its form's digest is the same."""
+    section = record.get("vector_forms") or {}
+    return {form_name(f): digest({"scheme": SCHEME, "layer": "form", "parent": layers["readout"], "fields": f})
+            for f in section.get("forms") or []}
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,7 @@ class Identity:
     head_by_label: str
     release_id: str
     weights: dict[str, Any]
+    forms: dict[str, str] = field(default_factory=dict)  # vector form name -> digest (`form_digests`)
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> "Identity":
@@ -125,11 +143,14 @@ class Identity:
             if section.get("layers", {}).get(name) != expected["layers"][name]:
                 raise IdentityError(f"identity.layers.{name} does not match the record's {name} fields "
                                     "(the record was edited after the build)")
+        if section.get("forms") != expected.get("forms"):
+            raise IdentityError("identity.forms does not match the record's vector_forms (the record was edited "
+                                "after the build)")
         if (section.get("release_id"), section.get("head_by_label")) != (expected["release_id"],
                                                                          expected["head_by_label"]):
             raise IdentityError("identity.release_id does not match the record's layers")
         return cls(dict(expected["layers"]), expected["head_by_label"], expected["release_id"],
-                   dict(section.get("weights") or {}))
+                   dict(section.get("weights") or {}), dict(expected.get("forms") or {}))
 
     def short(self) -> str:
         """The release id as people quote it (first 12 hex digits)."""
@@ -141,7 +162,8 @@ CACHE_LAYER = {"contextual": "contextual", "raw_scores": "head", "calibrated_sco
                "decisions": "decision"}
 
 
-def cache_key(identity: Identity, layer: str, target: str, vector_layer: str = "readout") -> str:
+def cache_key(identity: Identity, layer: str, target: str, vector_layer: str = "readout",
+              form: str | None = None) -> str:
     """A key for a cache of what ``layer`` produces, as computed by ``target`` (e.g. ``onnx-int8-openvino``).
 
     ``layer`` is a layer name (``tokenizer`` ... ``decision``) or a cache kind: ``contextual``, ``vectors``
@@ -155,4 +177,9 @@ def cache_key(identity: Identity, layer: str, target: str, vector_layer: str = "
         raise ValueError(f"unknown layer {layer!r}; expected one of {list(LAYERS)} or "
                          f"{['vectors', *(k for k in CACHE_LAYER if k not in LAYERS)]}")
     d = identity.layers[name]
+    if form is not None:  # a reduced vector: valid while its form (and the layer it reduces) is
+        if layer != "vectors" or form not in identity.forms:
+            raise ValueError(f"form {form!r}: only vectors have forms, and this artifact's are "
+                             f"{sorted(identity.forms) or 'none'}")
+        d, layer = identity.forms[form], f"vectors[{form}]"
     return f"readout:{layer}:{target}:{hashlib.sha256(f'{d}:{target}'.encode()).hexdigest()[:32]}"

@@ -1,0 +1,82 @@
+"""The record's ``vector_forms``: the Matryoshka widths and quantized precisions an embedding artifact
+serves (`readout_sdk.vector_forms`), with int8/uint8 ranges fitted here, at build time, on the manifest's
+calibration corpus through the eager graph (the reference every target is judged against).
+
+The calibration texts are encoded under the role a stored corpus is encoded under: ``document`` where
+the model declares it, else its default role, else none; the record says which.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from readout_sdk.batching import Prepared, make_feed
+from readout_sdk.roles import Role, apply_prompt, prompt_tokens
+from readout_sdk.vector_forms import VectorForm, fit_ranges, to_record
+
+from readout_export.errors import ManifestError
+from readout_export.planning.plan import Plan
+
+CALIBRATION_BATCH = 32
+CALIBRATED = ("int8", "uint8")
+
+
+def calibration_role(plan: Plan) -> str | None:
+    """The role calibration texts are encoded under (what a stored corpus is: documents)."""
+    return "document" if "document" in plan.prompts else plan.default_role
+
+
+def vector_forms(plan: Plan, graph: Any, tok: Any, inputs: list[str], dim: int, normalized: bool,
+                 score_type: str) -> dict[str, Any] | None:
+    """The record's ``vector_forms`` section for ``plan`` (None when the manifest declares none)."""
+    spec = plan.vectors
+    if not spec:
+        return None
+    too_wide = [w for w in spec["widths"] if w >= dim]
+    if too_wide:
+        raise ManifestError("$.vectors.widths", f"{too_wide} must be below the model's dimension {dim} (the full "
+                                                "vector is always served)")
+    widths = [dim, *spec["widths"]]
+    precisions = ["float32", *(p for p in spec["precisions"] if p != "float32")]
+    vectors = _calibration_vectors(plan, graph, tok, inputs) if set(CALIBRATED) & set(precisions) else None
+    forms = []
+    for width in widths:
+        for precision in precisions:
+            if (width, precision) == (dim, "float32"):
+                continue  # the artifact's own output
+            ranges = fit_ranges(vectors, width, normalized) if precision in CALIBRATED else None
+            forms.append(to_record(VectorForm(width=width, precision=precision, float_score=score_type,
+                                              renormalize=normalized, ranges=ranges)))
+    calibration = None
+    if vectors is not None:
+        digest = hashlib.sha256("\n".join(spec["texts"]).encode("utf-8")).hexdigest()
+        calibration = {"texts": len(spec["texts"]), "texts_sha256": digest, "role": calibration_role(plan)}
+    return {"forms": forms, "calibration": calibration}
+
+
+def _calibration_vectors(plan: Plan, graph: Any, tok: Any, inputs: list[str]) -> np.ndarray:
+    """The calibration texts' full vectors from the eager graph, in batches, under the calibration role."""
+    import torch
+
+    name = calibration_role(plan)
+    prompt = plan.prompts.get(name, "") if name else ""
+    role = Role(name, prompt, prompt_tokens(tok.backend, prompt, tok.all_special_ids)) if name else None
+    rows = role.prompt_tokens if role is not None else 0
+    texts = plan.vectors["texts"]
+    out = []
+    for k in range(0, len(texts), CALIBRATION_BATCH):
+        parts = [Prepared((tok.backend.encode(apply_prompt(role, t)),), False, rows)
+                 for t in texts[k:k + CALIBRATION_BATCH]]
+        feed = make_feed(parts, tok.pad_id, inputs, False)
+        with torch.no_grad():
+            y = graph(**{n: torch.from_numpy(v) for n, v in feed.items()})
+        out.append((y[0] if isinstance(y, tuple) else y).numpy())
+    vectors = np.concatenate(out).astype(np.float32)
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if bad.size:
+        raise ManifestError("$.vectors.calibration", f"text {int(bad[0])} of the calibration corpus has no content "
+                                                     "rows (empty?); remove it")
+    return vectors
+
