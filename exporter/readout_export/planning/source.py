@@ -193,6 +193,9 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
             raise ManifestError("$.model", f"modules.json module {index} (Dense): config.json in_features and "
                                            f"out_features must be positive integers, got {sizes}")
         src.dense.append(DenseSpec(path, sizes[0], sizes[1], bool(cfg.get("bias", True)), ACTIVATIONS[act]))
+    elif kind == "Router":
+        raise ManifestError("$.model", f"modules.json module {index} is a Router (separate query and document "
+                                       "modules); readout-abi/1 gives roles one graph and different prompts only")
     else:
         raise ManifestError("$.model", f"modules.json module {index} has type {module.get('type')}, which "
                                        "readout-export cannot place in a graph (supported: Transformer, Pooling, "
