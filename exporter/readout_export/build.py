@@ -149,7 +149,9 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
     graph, core = assemble(plan)
-    inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types, plan.prompt_excluded)
+    expanded = any(p.get("expansion") for p in plan.role_policy.values())
+    inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types, plan.prompt_excluded,
+                            tok.special_ids.get("mask", 0) if expanded else None)
     with torch.no_grad():
         sample = graph(**inputs)
     sample = sample if isinstance(sample, tuple) else (sample,)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Encoding
 
-from readout_sdk.roles import PROMPT_ROWS_INPUT
+from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT
 
 SIDES = ("left", "right")
 
@@ -27,24 +27,39 @@ class Prepared:
     encodings: tuple[Encoding, ...]
     truncated: bool
     prompt_rows: int = 0  # leading rows a role's prompt fills (`readout_sdk.roles`): attended, maybe not pooled
+    expansion_rows: int = 0  # rows of ``expansion_id`` a query is expanded with: not attended, scored
+    expansion_id: int = 0
+    role: Any = None  # the `readout_sdk.roles.Role` it was encoded under (None: none)
 
 
-def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str = "right") -> dict[str, np.ndarray]:
-    """Pad encodings to the longest one on ``side``; return the graph inputs named in ``inputs``."""
+def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str = "right",
+        expansions: Sequence[tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """Pad encodings to the longest one on ``side``; return the graph inputs named in ``inputs``.
+    ``expansions``: per encoding, (rows, id) of a query expansion (`readout_sdk.roles`): that many rows of
+    that id follow its tokens, not attended (``attention_mask`` 0) and marked in ``expansion_mask``."""
     if side not in SIDES:
         raise ValueError(f"padding side must be one of {SIDES}, got {side!r}")
-    lengths = np.fromiter(map(len, encs), np.int64, len(encs))
+    tokens = np.fromiter(map(len, encs), np.int64, len(encs))
+    extra = np.fromiter((e for e, _ in expansions), np.int64, len(encs)) if expansions else np.zeros_like(tokens)
+    lengths = tokens + extra
     width = int(lengths.max())
     cols = np.arange(width)
     # each row's valid columns are one block, so the row-major order of the mask is the order of the
     # encodings' tokens joined: one scatter per input instead of one per row
-    valid = cols >= (width - lengths)[:, None] if side == "left" else cols < lengths[:, None]
+    start = (width - lengths)[:, None] if side == "left" else np.zeros((len(encs), 1), np.int64)
+    valid = (cols >= start) & (cols < start + lengths[:, None])
     total = int(lengths.sum())
-    feed = {"attention_mask": valid.astype(np.int64)}
+    expanded = (cols >= start + tokens[:, None]) & valid
+    feed = {"attention_mask": (valid & ~expanded).astype(np.int64), EXPANSION_INPUT: expanded.astype(np.int64)}
+    fills = [[i] * e for e, i in expansions] if expansions else [[]] * len(encs)
     for name, field, fill in (("input_ids", "ids", pad_id), ("token_type_ids", "type_ids", 0)):
         if name in inputs:
             feed[name] = np.full((len(encs), width), fill, np.int64)
-            feed[name][valid] = np.fromiter(chain.from_iterable(getattr(e, field) for e in encs), np.int64, total)
+            if field == "ids":
+                joined = chain.from_iterable(chain(e.ids, f) for e, f in zip(encs, fills))
+            else:  # expansion rows are of the first segment (sentence-transformers pads them with type 0)
+                joined = chain.from_iterable(chain(e.type_ids, [0] * len(f)) for e, f in zip(encs, fills))
+            feed[name][valid] = np.fromiter(joined, np.int64, total)
     return {name: feed[name] for name in inputs if name in feed}
 
 
@@ -58,7 +73,9 @@ def make_feed(parts: Sequence[Prepared], pad_id: int, inputs: Sequence[str], cho
               side: str = "right") -> dict[str, np.ndarray]:
     """Padded inputs for a batch of parts, shaped [batch, choices, sequence] when ``choices`` (every part
     then holds the same number of encodings), else [batch, sequence]."""
-    feed = pad([e for p in parts for e in p.encodings], pad_id, inputs, side)
+    expansions = [(p.expansion_rows, p.expansion_id) for p in parts for _ in p.encodings] \
+        if any(p.expansion_rows for p in parts) else None
+    feed = pad([e for p in parts for e in p.encodings], pad_id, inputs, side, expansions)
     if PROMPT_ROWS_INPUT in inputs:  # a per-item count, not a row axis: padding side does not move it
         feed[PROMPT_ROWS_INPUT] = np.fromiter((p.prompt_rows for p in parts), np.int64, len(parts))
     if choices:
@@ -73,6 +90,8 @@ def split_rows(record: dict[str, Any], out: dict[str, np.ndarray], feed: dict[st
     """Per-part outputs of one batch; per-row outputs keep only the rows the mask marks valid (either side)."""
     seq = {o["name"] for o in record["outputs"] if "sequence" in o["axes"]}
     mask = feed["attention_mask"].astype(bool)
+    if EXPANSION_INPUT in feed:  # expansion rows are not attended, yet have outputs (a query's scored rows)
+        mask |= feed[EXPANSION_INPUT].astype(bool)
     return [{k: (v[i][mask[i]] if k in seq else v[i]) for k, v in out.items()} for i in range(mask.shape[0])]
 
 

@@ -28,6 +28,17 @@ class TextEncoder:
         self._inserted = np.array(sorted(self.inserted), np.int64)
         self.inputs = [i["name"] for i in record["inputs"]]
         self._measure: Tokenizer | None = None
+        self._lengths: dict[int, Tokenizer] = {}
+
+    def at_length(self, max_length: int) -> Tokenizer:
+        """A tokenizer instance truncating at ``max_length`` (a role's own length), made once per length."""
+        if max_length not in self._lengths:
+            tok = Tokenizer.from_str(self.tokenizer.to_str())
+            trunc = self.tokenizer.truncation or {}
+            tok.enable_truncation(max_length, strategy=trunc.get("strategy", "longest_first"),
+                                  direction=trunc.get("direction", "right"))
+            self._lengths[max_length] = tok
+        return self._lengths[max_length]
 
     def windowed(self, stride: int) -> Tokenizer:
         """A second tokenizer instance that returns overlapping windows (never mutate the shared one)."""

@@ -29,7 +29,7 @@ from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
-from readout_sdk.roles import PROMPT_ROWS_INPUT, Role
+from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
 from readout_sdk.vector_forms import VectorForm
 from readout_sdk.vector_forms import apply as apply_form
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
@@ -198,7 +198,7 @@ class Engine:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
         applied = self.role(role)
-        target = self.target.name if applied is None else f"{self.target.name}:role={applied.name}"
+        target = self.target.name if applied is None or not applied.name else f"{self.target.name}:role={applied.name}"
         return cache_key(self.identity, layer, target, self.family_spec.vector_layer, self._form(form) and form)
 
     @property
@@ -228,15 +228,18 @@ class Engine:
 
     # ---- raw access -------------------------------------------------------------------------
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
-            token_type_ids: np.ndarray | None = None, prompt_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            token_type_ids: np.ndarray | None = None, prompt_rows: np.ndarray | None = None,
+            expansion_mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The graph's raw named outputs, for callers who tokenize themselves. Arrays are checked against
         the record's input axes ([batch, sequence], or [batch, choices, sequence]) and each other's shape.
-        ``prompt_rows`` ([batch]): where the graph takes it, each item's leading prompt rows (default 0)."""
+        Where the graph takes them (`readout_sdk.roles`): ``prompt_rows`` ([batch]), each item's leading
+        prompt rows (default 0); ``expansion_mask``, 1 on a query's expansion rows (default none)."""
         names = ["input_ids", "attention_mask"]
         given = [input_ids, attention_mask]
-        if "token_type_ids" in self.context.encoder.inputs:
-            names.append("token_type_ids")
-            given.append(np.zeros_like(np.asarray(input_ids)) if token_type_ids is None else token_type_ids)
+        for name, value in (("token_type_ids", token_type_ids), (EXPANSION_INPUT, expansion_mask)):
+            if name in self.context.encoder.inputs:
+                names.append(name)
+                given.append(np.zeros_like(np.asarray(input_ids)) if value is None else value)
         counts = None
         if PROMPT_ROWS_INPUT in self.context.encoder.inputs:
             counts = np.zeros(np.shape(input_ids)[:1], np.int64) if prompt_rows is None else np.asarray(prompt_rows)
@@ -437,7 +440,7 @@ class Engine:
             results += chunk.results
             cut += chunk.cut
         collected = fam.collect(self.context, results, tuple(cut))
-        return fam.with_role(collected, applied.name) if applied is not None else collected
+        return fam.with_role(collected, applied.name) if applied is not None and applied.name else collected
 
     def _decided(self, items: Iterable[Any], batch_size: int | None, show_progress: bool, what: str,
                  options: dict[str, Any], keep: bool = True, role: Role | None = None) -> Iterator["_Chunk"]:

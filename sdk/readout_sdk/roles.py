@@ -24,15 +24,25 @@ from typing import Any, Mapping
 from readout_sdk.errors import AbiError, WrongCall
 
 PROMPT_ROWS_INPUT = "prompt_rows"  # the graph input a prompt-excluding readout takes: [batch] int64
+# the graph input a role with query expansion takes: [batch, sequence], 1 on expansion rows (not attended, kept)
+EXPANSION_INPUT = "expansion_mask"
 
 
 @dataclass(frozen=True)
 class Role:
-    """One declared role: its name, the prompt it prepends ("" for none) and the rows that prompt fills."""
+    """One declared role: its name, the prompt it prepends ("" for none) and the rows that prompt fills,
+    and a multi-vector model's per-role input policy (sentence-transformers' ``MultiVectorEncoder``):
+    ``max_length`` (its own truncation length; None: the record's), ``expansion`` (a query padded with
+    ``expansion_id`` to that many rows, the pad rows not attended but scored; 0: none) and ``skip_ids``
+    (ids whose rows are dropped from the token vectors: a document's punctuation)."""
 
     name: str
     prompt: str
     prompt_tokens: int
+    max_length: int | None = None
+    expansion: int = 0
+    expansion_id: int = 0
+    skip_ids: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,7 @@ class Roles:
     declared: Mapping[str, Role]
     default: str | None
     prompt_excluded: bool
+    without_role: Role | None = None  # the input policy of a call that names no role where none is default
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], tokenizer: Any = None) -> "Roles":
@@ -64,13 +75,19 @@ class Roles:
         default = section.get("default")
         if default is not None and default not in prompts:
             raise AbiError(f"ABI record $.input.roles.default: {default!r} is not a declared role {sorted(prompts)}")
-        return cls({n: Role(n, p, int(counts[n])) for n, p in prompts.items()}, default, excluded)
+        policy = section.get("policy") or {}
+        unknown = sorted(set(policy) - set(prompts) - {WITHOUT_ROLE})
+        if unknown:
+            raise AbiError(f"ABI record $.input.roles.policy: {unknown} are not declared roles {sorted(prompts)}")
+        declared = {n: _role(n, p, int(counts[n]), policy.get(n)) for n, p in prompts.items()}
+        without = _role("", "", 0, policy[WITHOUT_ROLE]) if WITHOUT_ROLE in policy else None
+        return cls(declared, default, excluded, without)
 
     def resolve(self, role: str | None) -> Role | None:
         """The role a call runs under: ``role`` if given (it must be declared), else the declared default,
         else none (the text as given)."""
         if role is None:
-            return self.declared[self.default] if self.default is not None else None
+            return self.declared[self.default] if self.default is not None else self.without_role
         if not isinstance(role, str):
             raise TypeError(f"role must be a str, got {type(role).__name__}")
         if role not in self.declared:
@@ -79,8 +96,34 @@ class Roles:
         return self.declared[role]
 
     def section(self) -> dict[str, Any]:
-        """The record's ``input.roles`` section."""
-        return {"default": self.default, "prompt_tokens": {n: r.prompt_tokens for n, r in self.declared.items()}}
+        """The record's ``input.roles`` section (``policy`` only where a role has one)."""
+        out: dict[str, Any] = {"default": self.default,
+                               "prompt_tokens": {n: r.prompt_tokens for n, r in self.declared.items()}}
+        policy = {n: _policy(r) for n, r in self.declared.items() if _policy(r)}
+        if self.without_role is not None and _policy(self.without_role):
+            policy[WITHOUT_ROLE] = _policy(self.without_role)
+        return out | ({"policy": policy} if policy else {})
+
+
+WITHOUT_ROLE = "(none)"  # the policy key of a call that names no role (sentence-transformers' encode())
+
+
+def _policy(role: Role) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if role.max_length is not None:
+        out["max_length"] = role.max_length
+    if role.expansion:
+        out["expansion"] = {"length": role.expansion, "token_id": role.expansion_id}
+    if role.skip_ids:
+        out["skip_ids"] = sorted(role.skip_ids)
+    return out
+
+
+def _role(name: str, prompt: str, tokens: int, policy: Mapping[str, Any] | None) -> Role:
+    policy = policy or {}
+    expansion = policy.get("expansion") or {}
+    return Role(name, prompt, tokens, policy.get("max_length"), int(expansion.get("length", 0)),
+                int(expansion.get("token_id", 0)), frozenset(policy.get("skip_ids") or ()))
 
 
 def prompt_tokens(tokenizer: Any, prompt: str, all_special_ids: Any) -> int:

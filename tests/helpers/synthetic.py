@@ -209,3 +209,34 @@ def make_role_model(out: Path, include_prompt: bool, default: str | None = "quer
     SentenceTransformer(modules=modules, device="cpu", prompts={"query": QUERY_PROMPT, "document": DOCUMENT_PROMPT},
                         default_prompt_name=default).save(str(out))
     return out
+
+
+QUERY_MARKER, DOCUMENT_MARKER = "[unused0]", "[unused1]"  # Stanford ColBERT's markers: in-vocab, one id each
+
+
+def make_multi_vector_model(out: Path, expansion: int = 32, document_length: int = 64) -> Path:
+    """REAL MiniLM backbone as a sentence-transformers 6 ``MultiVectorEncoder`` (ColBERT-style), saved by
+    sentence-transformers itself: query/document marker prompts (registered as special tokens, as the
+    library does for its own markers), fixed query expansion with [MASK] rows (not attended), a seeded
+    bias-free Dense to 128, a punctuation skiplist for documents, Normalize."""
+    import string
+
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.base.modules.dense import Dense
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+    from transformers import AddedToken
+
+    transformer = Transformer(str(minilm_path()), query_length=expansion, document_length=document_length,
+                              query_expansion={"strategy": "fixed", "attend": False, "length": expansion})
+    transformer.tokenizer.add_special_tokens({"additional_special_tokens": [
+        AddedToken(m, normalized=False, special=True) for m in (QUERY_MARKER, DOCUMENT_MARKER)]})
+    torch.manual_seed(11)
+    dense = Dense(in_features=384, out_features=128, bias=False, activation_function=torch.nn.Identity(),
+                  module_input_name="token_embeddings")
+    model = MultiVectorEncoder(modules=[transformer, dense, MultiVectorMask(skiplist_words=list(string.punctuation)),
+                                        Normalize(module_input_name="token_embeddings")],
+                               prompts={"query": QUERY_MARKER + " ", "document": DOCUMENT_MARKER + " "},
+                               similarity_fn_name="maxsim", device="cpu")
+    model.save_pretrained(str(out))
+    return out

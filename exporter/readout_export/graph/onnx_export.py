@@ -15,18 +15,19 @@ from readout_sdk.families import get as get_family
 from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
 
-FORWARD_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "prompt_rows")  # ReadoutGraph.forward's order
+FORWARD_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "prompt_rows", "expansion_mask")  # ReadoutGraph.forward's order
 SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
 SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
                 ("Why?", "Because shape is not meaning.")]
 
 
 def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
-                   prompt_rows: bool = False) -> dict[str, torch.Tensor]:
+                   prompt_rows: bool = False, expansion_id: int | None = None) -> dict[str, torch.Tensor]:
     """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice); ``prompt_rows``: each
-    text's leading prompt rows as well (two and none, so both paths are traced and checked)."""
+    text's leading prompt rows as well (two and none, so both paths are traced and checked);
+    ``expansion_id``: the first text expanded by three rows of that id (`readout_sdk.roles`)."""
     from readout_sdk.batching import Prepared, make_feed
-    from readout_sdk.roles import PROMPT_ROWS_INPUT
+    from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT
 
     spec = get_family(family)
     if spec.input_kind == "choices":
@@ -34,10 +35,11 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
     elif spec.input_kind == "pair":
         parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
     else:
-        parts = [Prepared((backend.encode(t),), False, 2 - 2 * k if prompt_rows else 0)
+        parts = [Prepared((backend.encode(t),), False, 2 - 2 * k if prompt_rows else 0,
+                          3 - 3 * k if expansion_id is not None else 0, expansion_id or 0)
                  for k, t in enumerate(SAMPLE_TEXTS)]
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
-        ([PROMPT_ROWS_INPUT] if prompt_rows else [])
+        ([PROMPT_ROWS_INPUT] if prompt_rows else []) + ([EXPANSION_INPUT] if expansion_id is not None else [])
     feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")
     return {k: torch.from_numpy(v) for k, v in feed.items()}
 

@@ -111,32 +111,39 @@ class ReadoutGraph(nn.Module):
                              persistent=False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None):
+                token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None,
+                expansion_mask: torch.Tensor | None = None):
         lead = input_ids.shape[:-1]  # [B] or [B, C] for multiple choice
         seq = input_ids.shape[-1]
         ids = input_ids.reshape(-1, seq)
         mask = attention_mask.reshape(-1, seq).to(torch.long)
         types = token_type_ids.reshape(-1, seq) if token_type_ids is not None else None
-        dest = compaction_index(mask) if self.compact_rows else \
+        # rows with an input: attended ones, and a query's expansion rows (not attended, their ids kept and
+        # their outputs scored); they follow the attended rows, so they take the next positions
+        present = mask if expansion_mask is None else mask | expansion_mask.reshape(-1, seq).to(torch.long)
+        dest = compaction_index(present) if self.compact_rows else \
             torch.arange(seq, device=mask.device).unsqueeze(0).expand_as(mask)
         mask_c = compact(mask, dest)
         # Padding is whatever the caller put there; heads that look for pad ids (e.g. Qwen2's last
         # token) must see the declared pad id, so invalid rows are rewritten to it.
-        ids_c = torch.where(mask_c.bool(), compact(ids, dest), torch.full_like(ids, self.pad_id))
+        ids_c = torch.where(compact(present, dest).bool(), compact(ids, dest), torch.full_like(ids, self.pad_id))
         types_c = compact(types, dest) if types is not None else None
         outs = self.core(ids_c, mask_c, types_c)
         attention = mask.to(torch.float32)
+        kept = present.to(torch.float32)
         restored = []
         for y, kind in zip(outs, self.core_kinds):
             y = y.to(torch.float32)
             if kind == ROW_OUTPUT:
                 y = restore(y, dest)
-                y = y * attention.view(*attention.shape, *([1] * (y.dim() - 2)))  # padding rows carry 0
+                y = y * kept.view(*kept.shape, *([1] * (y.dim() - 2)))  # padding rows carry 0
             restored.append(y)
         rows = attention
         if self.rows == "content":
             special = (ids.unsqueeze(-1) == self.special_ids).any(-1)
             rows = attention * (~special).to(torch.float32)
+        if expansion_mask is not None:  # expansion rows are scored rows (sentence-transformers' MultiVectorMask)
+            rows = torch.maximum(rows, kept - attention)
         pooled_attention = attention
         if prompt_rows is not None:  # a role's prompt rows: attended above, not pooled (rank among valid rows)
             not_prompt = (attention.cumsum(1) > prompt_rows.reshape(-1, 1).to(torch.float32)).to(torch.float32)

@@ -9,7 +9,7 @@ from typing import Any
 from readout_sdk.abi import ABI_VERSION
 from readout_sdk.families import get as get_family
 from readout_sdk.release.identity import compute as compute_identity
-from readout_sdk.roles import PROMPT_ROWS_INPUT, Role, Roles, prompt_tokens
+from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role, Roles, prompt_tokens
 
 from readout_export import __version__
 from readout_export.graph.architecture import Architecture
@@ -38,6 +38,8 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         inputs.append({"name": "token_type_ids", "dtype": "int64", "axes": list(spec.input_axes)})
     if plan.prompt_excluded:  # each item's prompt rows: attended, not pooled (`readout_sdk.roles`)
         inputs.append({"name": PROMPT_ROWS_INPUT, "dtype": "int64", "axes": ["batch"]})
+    if any(p.get("expansion") for p in plan.role_policy.values()):  # a query's expansion rows
+        inputs.append({"name": EXPANSION_INPUT, "dtype": "int64", "axes": list(spec.input_axes)})
     outputs = []
     for o in spec.outputs_for(plan.long_inputs):
         shape = [out_dims.get(a) for a in o.axes]
@@ -85,12 +87,25 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         },
     }
     if plan.prompts:  # only where the model declares roles: every other record (and release id) is unchanged
-        declared = {n: Role(n, p, prompt_tokens(tok.backend, p, tok.all_special_ids)) for n, p in plan.prompts.items()}
-        record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded).section()
+        declared = {n: _role(plan, tok, n, p) for n, p in plan.prompts.items()}
+        without = _role(plan, tok, "", "") if "(none)" in plan.role_policy else None
+        record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded, without).section()
+
     if forms is not None:  # the declared vector forms (`readout_export.graph.forms`)
         record["vector_forms"] = forms
     record["identity"] = compute_identity(record, weights)
     return record
+
+
+def _role(plan: Plan, tok: TokenizerInfo, name: str, prompt: str) -> Role:
+    """A role as the record states it: its prompt's rows and, for a multi-vector model, its policy (skiplist
+    words as ids the way sentence-transformers resolves them: ``convert_tokens_to_ids``, unknown ones dropped)."""
+    policy = plan.role_policy.get(name or "(none)") or {}
+    vocab = tok.backend.get_vocab(with_added_tokens=True)
+    skip = frozenset(vocab[w] for w in policy.get("skip_words") or () if w in vocab)
+    expansion = policy.get("expansion") or 0
+    return Role(name, prompt, prompt_tokens(tok.backend, prompt, tok.all_special_ids), policy.get("max_length"),
+                expansion, tok.special_ids.get("mask", 0) if expansion else 0, skip)
 
 
 def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]:

@@ -41,6 +41,8 @@ class Plan:
     default_role: str | None = None
     prompt_excluded: bool = False  # pooling skips the prompt's rows (sentence-transformers include_prompt: false)
     vectors: dict[str, Any] | None = None  # declared vector forms (`readout_export.graph.forms`)
+    # per-role input policy of a multi-vector model (role or "(none)" -> max_length, expansion, skip_words)
+    role_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def output_dir(self) -> Path:

@@ -122,6 +122,39 @@ def _resolve_roles(plan: Plan, stated: dict[str, Any] | None) -> None:
     if plan.prompt_excluded and not any(prompts.values()):
         plan.prompt_excluded = False  # nothing to exclude: the graph keeps its three inputs
     plan.prompts, plan.default_role = dict(prompts), default
+    if source.multi_vector:
+        _resolve_multi_vector(plan)
+
+
+def _resolve_multi_vector(plan: Plan) -> None:
+    """A sentence-transformers MultiVectorEncoder's query/document policy (``encode_query`` /
+    ``encode_document``): each role's length, a query's fixed expansion, a document's skiplist."""
+    mv = plan.source.multi_vector
+    if plan.family != "late_interaction":
+        raise ManifestError("$.family", "the model directory is a multi-vector model (query_length, "
+                                        "query_expansion or MultiVectorMask): export it as late_interaction")
+    expansion = mv.get("query_expansion")
+    length = None
+    if expansion is not None:
+        if not isinstance(expansion, dict):
+            raise ManifestError("$.model", f"sentence_bert_config.json query_expansion is {expansion!r}")
+        stated = {k: expansion.get(k) for k in ("strategy", "attend", "token")}
+        if stated != {"strategy": "fixed", "attend": False, "token": None}:
+            raise ManifestError("$.model", f"sentence_bert_config.json query_expansion {stated}: readout-abi/1 "
+                                           "expands queries with strategy 'fixed', attend false and the mask token only")
+        length = expansion.get("length")
+        if not isinstance(length, int) or isinstance(length, bool) or not 1 <= length <= plan.max_length:
+            raise ManifestError("$.model", f"sentence_bert_config.json query_expansion length {length!r}: expected "
+                                           f"1..{plan.max_length}")
+        if "skiplist_words" not in mv:  # sentence-transformers would not score the expansion rows then
+            raise ManifestError("$.model", "query_expansion without a MultiVectorMask module: the expansion rows "
+                                           "would not be scored, which readout-abi/1 does not describe")
+    for role in ("query", "document"):
+        plan.prompts.setdefault(role, "")  # encode_query / encode_document apply these roles' policies
+    words = list(mv.get("skiplist_words") or [])
+    query = {"max_length": length or mv.get("query_length"), "expansion": length}
+    plan.role_policy = {"query": query, "document": {"max_length": mv.get("document_length"), "skip_words": words},
+                        "(none)": {"skip_words": words}}
 
 
 def _resolve_vectors(plan: Plan, spec: dict[str, Any]) -> None:

@@ -62,6 +62,9 @@ class ModelSource:
     similarity: str | None = None
     prompts: dict[str, str] = field(default_factory=dict)  # role name -> prompt ("" applies none)
     default_prompt: str | None = None  # sentence-transformers' default_prompt_name
+    # a sentence-transformers MultiVectorEncoder's per-role input policy: sentence_bert_config.json's
+    # query_length / document_length / query_expansion and the MultiVectorMask module's skiplist
+    multi_vector: dict[str, Any] = field(default_factory=dict)
     cross_activation: str | None = None
 
     @property
@@ -147,7 +150,9 @@ def read_source(root: Path) -> ModelSource:
             src.tokenizer_max_length = value
     p = transformer_dir / "sentence_bert_config.json"
     if p.is_file():
-        src.st_max_length = _read_json(p, "$.model").get("max_seq_length")
+        bert_config = _read_json(p, "$.model")
+        src.st_max_length = bert_config.get("max_seq_length")
+        src.multi_vector |= {k: bert_config[k] for k in MULTI_VECTOR_KEYS if bert_config.get(k) is not None}
     if modules and src.st_max_length is None:
         # sentence-transformers 6 keeps max_seq_length as the tokenizer's model_max_length
         src.st_max_length = src.tokenizer_max_length
@@ -193,6 +198,19 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
             raise ManifestError("$.model", f"modules.json module {index} (Dense): config.json in_features and "
                                            f"out_features must be positive integers, got {sizes}")
         src.dense.append(DenseSpec(path, sizes[0], sizes[1], bool(cfg.get("bias", True)), ACTIVATIONS[act]))
+    elif kind == "MultiVectorMask":
+        cfg = _read_json(path / "config.json", "$.model")
+        if cfg.get("keep_only_token_ids") is not None:
+            raise ManifestError("$.model", f"modules.json module {index} (MultiVectorMask) keeps only some token ids "
+                                           "(keep_only_token_ids), which readout-abi/1 does not describe")
+        if list(cfg.get("skiplist_tasks") or ["document"]) != ["document"]:
+            raise ManifestError("$.model", f"modules.json module {index} (MultiVectorMask) skips rows for "
+                                           f"{cfg.get('skiplist_tasks')}; readout-abi/1 skips them for documents only")
+        words = cfg.get("skiplist_words") or []
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ManifestError("$.model", f"modules.json module {index} (MultiVectorMask): skiplist_words must be "
+                                           "a list of strings")
+        src.multi_vector["skiplist_words"] = list(words)
     elif kind == "Router":
         raise ManifestError("$.model", f"modules.json module {index} is a Router (separate query and document "
                                        "modules); readout-abi/1 gives roles one graph and different prompts only")
@@ -200,6 +218,9 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
         raise ManifestError("$.model", f"modules.json module {index} has type {module.get('type')}, which "
                                        "readout-export cannot place in a graph (supported: Transformer, Pooling, "
                                        "Dense, Normalize)")
+
+
+MULTI_VECTOR_KEYS = ("query_length", "document_length", "query_expansion")
 
 
 def _st_prompts(path: Path, st_config: dict[str, Any]) -> tuple[dict[str, str], str | None]:

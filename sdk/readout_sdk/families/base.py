@@ -224,15 +224,19 @@ class Family:
         (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`),
         under ``role`` (its prompt prepended; `readout_sdk.roles`)."""
         prompt, rows = (role.prompt, role.prompt_tokens) if role is not None else ("", 0)
+        # a role's own truncation length (a multi-vector model's query or document length)
+        tokenizer = ctx.windows or (ctx.encoder.at_length(role.max_length) if role and role.max_length else None)
         # offsets only where something reads them: this family's decisions, or window ownership
-        encoded = ctx.encoder.encode_batch(base, items, ctx.windows,
+        encoded = ctx.encoder.encode_batch(base, items, tokenizer,
                                            offsets=self.uses_offsets or ctx.windows is not None, prompt=prompt)
+        expand, expand_id = (role.expansion, role.expansion_id) if role is not None else (0, 0)
         out = []
         for j, enc in enumerate(encoded):
             parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
             for p in parts if check else ():
                 ctx.encoder.check(base + j, p, self.checked_role, rows)
-            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, rows) for p in parts])
+            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, rows,
+                                 max(0, expand - len(p)), expand_id, role) for p in parts])
         return out
 
     # ---- decision ----------------------------------------------------------------------------

@@ -36,9 +36,17 @@ class LateInteractionFamily(Family):
     def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: Any, truncated: bool,
                **options: Any) -> TokenVectors:
         o = outs[0]
+        part = parts[0]
         keep = o["token_mask"].astype(bool)
-        tokens = parts[0].encodings[0].tokens
-        return TokenVectors(o["token_vectors"][keep], tuple(t for t, k in zip(tokens, keep) if k), truncated)
+        # a query's expansion rows follow its tokens, and are scored
+        ids = np.concatenate([np.asarray(part.encodings[0].ids, np.int64),
+                              np.full(part.expansion_rows, part.expansion_id, np.int64)])
+        skip = part.role.skip_ids if part.role is not None else frozenset()
+        if skip:  # the role's skiplist (a document's punctuation): those rows are not scored
+            keep = keep & ~np.isin(ids, np.fromiter(skip, np.int64, len(skip)))
+        # token strings from the vocabulary: encodings made without offsets carry none
+        tokens = tuple(ctx.tokenizer.id_to_token(int(i)) or "" for i in ids[keep])
+        return TokenVectors(o["token_vectors"][keep], tokens, truncated)
 
     def relevance(self, engine: Any, pairs: Any) -> np.ndarray:
         """Each pair's MaxSim (query rows against document rows; each distinct text encoded once)."""

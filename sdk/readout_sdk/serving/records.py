@@ -42,7 +42,7 @@ def predict_records(engine: Any, rows: Sequence[Mapping[str, Any]], batch_size: 
         items = [fam.row_item(i, rows[i]) for i in at]
         applied = engine.role(role)
         for i, rec in zip(at, fam.records(engine.decide(items, batch_size=batch_size, role=role))):
-            out[i] = rec | ({ROLE_FIELD: applied.name if applied else None} if engine.roles else {})
+            out[i] = rec | ({ROLE_FIELD: applied.name if applied and applied.name else None} if engine.roles else {})
     return out
 
 
