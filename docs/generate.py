@@ -41,6 +41,8 @@ def _type_text(node: dict[str, Any], defs: dict[str, Any]) -> str:
     if "oneOf" in node:
         return " or ".join(_type_text(o, defs) for o in node["oneOf"])
     kind = node.get("type", "any")
+    if isinstance(kind, list):  # e.g. ["string", "null"]
+        kind = " or ".join(kind)
     if kind == "array" and isinstance(node.get("items"), dict):
         inner = node["items"]
         return f"list of {_type_text(inner, defs) if 'properties' not in inner else 'objects'}"

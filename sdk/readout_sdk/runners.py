@@ -83,10 +83,10 @@ def tensorrt_options(record: dict, cache_dir: Path) -> dict:
     engine cache, so padded batches of new shapes do not rebuild engines. fp32 (no fp16 flag)."""
     seq = int(record["input"]["max_length"])
     lead = "1x1x" if "choices" in record["inputs"][0]["axes"] else ""
-    names = [i["name"] for i in record["inputs"]]
 
-    def shapes(b: int, s: int) -> str:
-        return ",".join(f"{n}:{b}x{lead}{s}" for n in names)
+    def shapes(b: int, s: int) -> str:  # a per-item input (axes [batch]: prompt_rows) has no sequence axis
+        return ",".join(f"{i['name']}:{b}" if i["axes"] == ["batch"] else f"{i['name']}:{b}x{lead}{s}"
+                        for i in record["inputs"])
 
     return {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache_dir),
             "trt_profile_min_shapes": shapes(1, 1), "trt_profile_opt_shapes": shapes(32, min(128, seq)),

@@ -99,7 +99,7 @@ def _fragile_fp32(trt: Any) -> Callable[..., None]:
     return apply
 
 
-def build_plan(onnx_path: Path, precision: str, profile: Profile, input_names: list[str]) -> bytes:
+def build_plan(onnx_path: Path, precision: str, profile: Profile, inputs: list[dict[str, Any]]) -> bytes:
     """Serialize a TensorRT plan through Polygraphy, handling TensorRT 10 and 11 explicitly."""
     trt = _require_tensorrt()
     from polygraphy.backend.trt import (CreateConfig, EngineBytesFromNetwork, NetworkFromOnnxPath,
@@ -112,8 +112,10 @@ def build_plan(onnx_path: Path, precision: str, profile: Profile, input_names: l
                            "release builds no bf16 graph: compile tensorrt-fp16, or use TensorRT 10")
     lo, opt, hi = profile.input_shapes()
     trt_profile = TrtProfile()
-    for name in input_names:
-        trt_profile.add(name, min=lo, opt=opt, max=hi)
+    for spec in inputs:  # the record's inputs; a per-item one (axes [batch]: prompt_rows) has the batch axis only
+        per_item = spec["axes"] == ["batch"]
+        trt_profile.add(spec["name"], min=lo[:1] if per_item else lo, opt=opt[:1] if per_item else opt,
+                        max=hi[:1] if per_item else hi)
     strongly_typed = precision in ("fp16", "int8")
     network: Any = NetworkFromOnnxPath(str(onnx_path), strongly_typed=strongly_typed)
     config: dict[str, Any] = {"profiles": [trt_profile]}
@@ -148,7 +150,7 @@ def _compile(root: Path, target: str, say: Callable[[str], None]) -> dict[str, A
                                                                       record["family"])
     say(f"building {target} from {source.name} with TensorRT {trt.__version__} on {gpu} (sm {capability}); "
         f"profile {profile.describe()}")
-    plan = build_plan(source, precision, profile, [i["name"] for i in record["inputs"]])
+    plan = build_plan(source, precision, profile, record["inputs"])
     name = kind.file
     header = {"abi": record, "target": target, "tensorrt": trt.__version__, "gpu": gpu,
               "compute_capability": capability, "profiles": [profile.to_json()], "source": source.name}
