@@ -8,6 +8,15 @@ def _shape(t: dict) -> str:
     return "[" + ", ".join(a if s is None else f"{a}={s}" for a, s in zip(t["axes"], t["shape"])) + "]"
 
 
+def _policy(policy: dict) -> str:
+    parts = [f"max_length {policy['max_length']}"] if policy.get("max_length") else []
+    if policy.get("expansion"):
+        parts.append(f"expanded to {policy['expansion']['length']} rows")
+    if policy.get("skip_ids"):
+        parts.append(f"{len(policy['skip_ids'])} skipped ids")
+    return "(" + ", ".join(parts) + ")" if parts else ""
+
+
 def summarize(art: Artifact) -> str:
     """Several lines: identity, inputs, outputs and their meaning, readout, targets (hashes verified)."""
     r = art.record
@@ -20,6 +29,12 @@ def summarize(art: Artifact) -> str:
              f"  input      max_length {inp['max_length']}, truncation {inp['truncation']['strategy']} "
              f"({inp['truncation']['side']}), padding sides {'/'.join(inp['padding_sides'])}"
              + (f", pairs ({inp['pair']['first']}, {inp['pair']['second']})" if inp["pair"] else "")]
+    if inp.get("prompts"):  # input roles (readout_sdk.roles): each prompt, the default, any per-role policy
+        roles = inp.get("roles") or {}
+        policy = roles.get("policy") or {}
+        described = [f"{n} {p!r}" + (f" {_policy(policy[n])}" if n in policy else "") for n, p in inp["prompts"].items()]
+        lines.append("  roles      " + ", ".join(described) + f"; default {roles.get('default')}"
+                     + ("; prompt rows not pooled" if ro.get("prompt_rows") == "excluded" else ""))
     for o in r["outputs"]:
         lines.append(f"  output     {o['name']} {o['dtype']} {_shape(o)}")
     readout = [f"rows {ro['rows']}"]
@@ -32,6 +47,9 @@ def summarize(art: Artifact) -> str:
     if "head" in ro:
         readout.append(f"head {ro['head']}")
     lines.append("  readout    " + ", ".join(readout))
+    forms = (r.get("vector_forms") or {}).get("forms") or []
+    if forms:
+        lines.append("  forms      " + ", ".join(f"{f['width']}/{f['precision']}" for f in forms))
     meaning = [f"score {out['score_type']}"]
     if out.get("labels"):
         meaning.append(f"labels {out['labels']}")

@@ -26,7 +26,6 @@ from readout_sdk.atomic import write_atomic
 from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
 from readout_sdk.staging import staged
-from readout_sdk.families import get
 from readout_sdk.serving.records import ROLE_FIELD, serving_fields
 from readout_sdk.serving.triton_model import (ABI_PARAMETER, ABI_SHA_PARAMETER, BATCH_PARAMETER, GRAPH_PARAMETER, PROFILE_PARAMETER,
                                       README_DIR, RELEASE_PARAMETER, TARGET_PARAMETER, abi_sha256, model_name,

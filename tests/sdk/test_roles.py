@@ -4,7 +4,6 @@ MiniLM backbone saved in an asymmetric layout by sentence-transformers itself.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

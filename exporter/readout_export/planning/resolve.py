@@ -220,7 +220,7 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
     resolved again against the source model directory ``root``: what the eager reference and
     reconciliation rebuild from. Its output_dir is a hidden sibling named for ``purpose``, never written."""
     from readout_export.errors import BuildError
-    from readout_export.planning.manifest import Manifest, resolved_path
+    from readout_export.planning.manifest import Manifest
 
     data = dict(art.extra.get("build", {}).get("manifest") or {})
     if not data:

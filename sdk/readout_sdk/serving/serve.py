@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from readout_sdk.families import get
 from readout_sdk.serving.records import ROLE_FIELD, json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.serving.triton_model import model_name
 

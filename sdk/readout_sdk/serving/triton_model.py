@@ -23,7 +23,6 @@ import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
 from readout_sdk.profiles import Profile
-from readout_sdk.families import get
 from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.runners import Lifecycle
 
