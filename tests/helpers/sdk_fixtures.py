@@ -38,6 +38,7 @@ SPECS = {
     "sparse": (lambda d: Path(__import__("cognition").__file__).parent / "model", {"family": "sparse"}),
     "choice": (lambda d: synthetic.make_model("bert", "multiple_choice", d), {"family": "multiple_choice"}),
     "late": (lambda d: synthetic.make_late_model(d), {"family": "late_interaction", "readout": {"rows": "content"}}),
+    "roles": (lambda d: synthetic.make_role_model(d, include_prompt=False), {"family": "embedding"}),
 }
 
 

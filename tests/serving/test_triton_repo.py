@@ -135,7 +135,7 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
         assert write(art, repo, "--name", key).exit_code == 0
         stand_in_graph(repo / f"{key}_graph")
         names[key] = readout_sdk.load(art, target="onnx-fp32")
-    for key in ("cross", "choice"):
+    for key in ("cross", "choice", "roles"):
         assert write(shared(key)[1], repo, "--name", key).exit_code == 0
         stand_in_graph(repo / f"{key}_graph")
         names[key] = readout_sdk.load(shared(key)[1], target="onnx-fp32")
@@ -166,6 +166,16 @@ def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
             exp = names["qa"].answer(q, c)
             assert (rec["answer"], rec["start"], rec["end"]) == (exp.text, exp.start, exp.end)
             assert rec["score"] == pytest.approx(exp.score, rel=1e-5)
+
+        # an asymmetric model: each row's role (or the default) prepended and its prompt rows not pooled
+        roles = ["query", "document"] * 2
+        mixed = infer(server.http_url, "roles", {"text": TEXTS[:4], "role": roles})
+        for rec, text, role in zip(mixed, TEXTS, roles):
+            assert rec["role"] == role
+            assert rec["embedding"] == pytest.approx(names["roles"].embed([text], role=role).vectors[0], abs=1e-6)
+        default = infer(server.grpc_url, "roles", {"text": TEXTS[:2]}, "grpc")
+        assert [r["role"] for r in default] == ["query", "query"]
+        assert default[1]["embedding"] == pytest.approx(names["roles"].embed(TEXTS[1:2]).vectors[0], abs=1e-6)
 
         q, d = zip(*PAIRS)
         scored = infer(server.grpc_url, "cross", {"query": list(q), "document": list(d)}, "grpc")

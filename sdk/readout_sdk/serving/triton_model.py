@@ -81,8 +81,10 @@ class BlsRunner(Lifecycle):
         pb = self._pb
         if self.profile is not None:  # refused here by name, not as a failure inside the engine
             self.profile.check(tuple(feed["input_ids"].shape))
+        # a per-item input ([batch]: prompt_rows) is declared with dims [1] and reshaped to the graph's []
         request = pb.InferenceRequest(model_name=self.graph_model, requested_output_names=list(names),
-                                      inputs=[pb.Tensor(k, np.ascontiguousarray(v)) for k, v in feed.items()])
+                                      inputs=[pb.Tensor(k, np.ascontiguousarray(v.reshape(-1, 1) if v.ndim == 1 else v))
+                                              for k, v in feed.items()])
         response = request.exec()
         if response.has_error():
             raise RuntimeError(f"graph model {self.graph_model}: {response.error().message()}")
