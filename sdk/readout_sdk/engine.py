@@ -199,7 +199,8 @@ class Engine:
                                 "digests to key a cache on; rebuild it with this readout-export")
         applied = self.role(role)
         target = self.target.name if applied is None or not applied.name else f"{self.target.name}:role={applied.name}"
-        return cache_key(self.identity, layer, target, self.family_spec.vector_layer, self._form(form) and form)
+        self._form(form)  # an undeclared form is refused by name
+        return cache_key(self.identity, layer, target, self.family_spec.vector_layer, form)
 
     @property
     def tokenizer(self) -> Any:
@@ -284,7 +285,11 @@ class Engine:
         declared default, else none; a role this artifact does not declare is refused, naming its roles."""
         if role is not None and not self.family_spec.takes_roles:
             raise WrongCall(f"{self.family} artifacts take no input role; got role={role!r}")
-        return self.context.roles.resolve(role)
+        applied = self.context.roles.resolve(role)
+        if applied is not None and applied.prompt and self.context.windows is not None:
+            raise WrongCall(f"role {applied.name!r} prepends a prompt, and this artifact (built before roles) "
+                            "windows long texts: a prompt would head only the first window; rebuild it")
+        return applied
 
     @property
     def roles(self) -> tuple[str, ...]:

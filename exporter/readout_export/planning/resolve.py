@@ -190,7 +190,9 @@ def _resolve_vectors(plan: Plan, spec: dict[str, Any]) -> None:
     plan.vectors |= {"calibration": path, "texts": texts}
 
 
-MIN_CALIBRATION = 16  # texts a per-dimension min/max is fitted on (sentence-transformers takes any 2; too few flatters nothing)
+# texts a per-dimension min/max is fitted on: sentence-transformers takes any 2, but ranges from a handful
+# of texts clip most of what is encoded later
+MIN_CALIBRATION = 16
 
 
 def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:

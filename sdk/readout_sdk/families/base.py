@@ -186,7 +186,8 @@ class Family:
         if any(prompts.values()) and not self.takes_roles:
             raise AbiError(f"ABI record $.input.prompts: {self.name} takes no input roles, the record declares "
                            f"{sorted(prompts)}")
-        if any(prompts.values()) and long["policy"] == "windows":
+        # records before roles stated prompts without applying them: those load (roles then refuse windows)
+        if any(prompts.values()) and long["policy"] == "windows" and "roles" in record["input"]:
             raise AbiError("ABI record $.input.prompts: a role's prompt heads the text, not each window; "
                            "prompts and windows do not combine in readout-abi/1")
         if long["policy"] == "windows" and long.get("aggregation") not in self.aggregations:
