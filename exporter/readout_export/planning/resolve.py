@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.families import REGISTRY
 from readout_sdk.families import get as get_family
 from readout_sdk.agreement import out_of_range
 from readout_sdk.targets import KINDS, Target, kind_of, onnx_source
@@ -130,9 +131,10 @@ def _resolve_multi_vector(plan: Plan) -> None:
     """A sentence-transformers MultiVectorEncoder's query/document policy (``encode_query`` /
     ``encode_document``): each role's length, a query's fixed expansion, a document's skiplist."""
     mv = plan.source.multi_vector
-    if plan.family != "late_interaction":
+    if not get_family(plan.family).role_policies:
+        owners = " or ".join(f.name for f in REGISTRY.values() if f.role_policies)
         raise ManifestError("$.family", "the model directory is a multi-vector model (query_length, "
-                                        "query_expansion or MultiVectorMask): export it as late_interaction")
+                                        f"query_expansion or MultiVectorMask): export it as {owners}")
     expansion = mv.get("query_expansion")
     length = None
     if expansion is not None:

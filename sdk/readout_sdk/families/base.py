@@ -137,6 +137,7 @@ class Family:
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     uses_offsets: ClassVar[bool] = False          # its decisions read character offsets (spans, entities)
     takes_roles: ClassVar[bool] = False           # its texts may carry an input role (`readout_sdk.roles`)
+    role_policies: ClassVar[bool] = False         # a role may also set its length, query expansion, skiplist
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
     calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it

@@ -22,6 +22,7 @@ class LateInteractionFamily(Family):
     manifest_fields = frozenset({"readout", "roles"})
     readout_fields = frozenset({"rows", "normalize"})
     takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
+    role_policies = True  # sentence-transformers' MultiVectorEncoder: per-role length, expansion, skiplist
     head = Head("AutoModel", ("last_hidden_state",), (True,))
     stages = ("project", "normalize", "row_mask")
     metric_names = ("maxsim_error",)
