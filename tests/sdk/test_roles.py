@@ -3,7 +3,6 @@ sentence-transformers 6 (``encode(prompt_name=...)``, ``Pooling(include_prompt=F
 MiniLM backbone saved in an asymmetric layout by sentence-transformers itself."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -15,18 +14,12 @@ TEXTS = ["how much protein should a female eat", "summit define",
 
 
 @pytest.fixture(scope="module")
-def asymmetric(tmp_path_factory):
-    """(sentence-transformers model, its directory, the built artifact): include_prompt false, default query."""
+def asymmetric(shared):
+    """(sentence-transformers model, its directory, the built artifact): include_prompt false, default query
+    (the session's shared "roles" artifact, which the real-Triton test serves too)."""
     from sentence_transformers import SentenceTransformer
 
-    from readout_export.build import build
-
-    root = tmp_path_factory.mktemp("roles")
-    model = synthetic.make_role_model(root / "model", include_prompt=False, default="query")
-    (root / "manifest.json").write_text(json.dumps({
-        "schema": "readout-export/manifest/1", "model": str(model), "output_dir": str(root / "artifact"),
-        "family": "embedding", "max_length": 128}))
-    artifact = build(root / "manifest.json").output_dir
+    model, artifact = shared("roles")
     return SentenceTransformer(str(model), device="cpu"), model, artifact
 
 
