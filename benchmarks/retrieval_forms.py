@@ -18,7 +18,8 @@ parity/readout_parity/retrieval_cost.py for ties, which binary forms have many o
     python benchmarks/retrieval_forms.py                      # temporary directory, removed afterwards
     python benchmarks/retrieval_forms.py --out benchmarks/dist/retrieval-forms --corpus-size 1000
 
-Prints two markdown tables (and, with --json, writes every number). About 2 minutes on 2 CPU cores.
+Prints two markdown tables (and, with --json, writes every number). About a minute on 2 CPU cores;
+the tables and what they say: docs/retrieval.md#what-each-form-costs-measured.
 """
 from __future__ import annotations
 

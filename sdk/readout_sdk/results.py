@@ -40,12 +40,13 @@ class Embeddings:
     def similarity(self, other: "Embeddings") -> np.ndarray:
         """[len(self), len(other)] similarities under the declared score type (a form's own score:
         cosine or dot for float32 forms, dot of int8/uint8 codes, agreeing bits for binary forms)."""
-        if other.score_type != self.score_type:
-            raise ValueError(f"cannot compare {self.score_type} embeddings with {other.score_type} embeddings")
         if self.form is not None or other.form is not None:
             names = [e.form.name if e.form is not None else "full float32" for e in (self, other)]
             if self.form != other.form:
                 raise ValueError(f"cannot compare vectors of form {names[0]} with vectors of form {names[1]}")
+        if other.score_type != self.score_type:
+            raise ValueError(f"cannot compare {self.score_type} embeddings with {other.score_type} embeddings")
+        if self.form is not None:
             from readout_sdk.vector_forms import similarity
 
             return similarity(self.form, self.vectors, other.vectors).astype(np.float32)

@@ -18,6 +18,8 @@ default (applying none changes nothing those artifacts ever did).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -134,6 +136,16 @@ def prompt_tokens(tokenizer: Any, prompt: str, all_special_ids: Any) -> int:
         return 0  # sentence-transformers applies no prompt (and counts none) for an empty one
     ids = tokenizer.encode(prompt).ids
     return len(ids) - (1 if ids and ids[-1] in set(all_special_ids) else 0)
+
+
+def input_policy(role: Role | None) -> str | None:
+    """A short digest of what ``role`` does to an input (prompt, pooled prompt rows, length, expansion,
+    skiplist), or None where it does nothing: what a cache key of values made under it carries."""
+    if role is None or not (role.prompt or role.max_length or role.expansion or role.skip_ids):
+        return None
+    text = json.dumps([role.prompt, role.prompt_tokens, role.max_length, role.expansion, role.expansion_id,
+                       sorted(role.skip_ids)])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def apply_prompt(role: Role | None, text: str) -> str:

@@ -106,5 +106,7 @@ def test_vector_forms_refusals(st_model, tmp_path):
     _refused(_validate(tmp_path, st_model, vectors={"precisions": ["int8"], "calibration": "calib.jsonl"}),
              "$.vectors.calibration", "shares 1 text(s) with the parity corpus")
     _refused(_validate(tmp_path, st_model, vectors={"precisions": ["float32"]}), "$.vectors", "declares no form")
+    _refused(_validate(tmp_path, st_model, vectors={"widths": [32]}), "$.vectors.widths",
+             "[32] must be below the model's dimension 32")
     _refused(_validate(tmp_path, st_model, vectors={"precisions": ["binary"], "calibration": "calib.jsonl"}),
              "$.vectors.calibration", "only int8/uint8 forms are calibrated")

@@ -105,6 +105,8 @@ def test_forms_are_refused_where_undeclared_or_mixed(engine):
         engine.embed(TEXTS, form="64/float32")
     with pytest.raises(ValueError, match="cannot compare vectors of form 256/float32 with vectors of form full"):
         engine.embed(TEXTS, form="256/float32").similarity(engine.embed(TEXTS))
+    with pytest.raises(ValueError, match="cannot compare vectors of form full float32 with vectors of form 384/int8"):
+        engine.embed(TEXTS).similarity(engine.embed(TEXTS, form="384/int8"))
 
 
 def test_cache_keys_change_with_the_form(engine):
@@ -140,6 +142,16 @@ def test_diff_says_which_stored_vectors_stay_valid(built):
     assert status["256/int8"] == ("both", False)     # other calibration texts, other ranges
     assert status["128/binary"] == ("a", False)
     assert open_artifact(built[0]).identity.release_id != open_artifact(built[1]).identity.release_id
+
+
+def test_reconciliation_derives_the_declared_forms(built):
+    """The source model and the kept manifest (its calibration path relative to the manifest) reconcile with
+    the artifact: the forms the manifest declares, with the ranges the build fitted."""
+    from readout_sdk.artifact import open_artifact
+    from readout_export.reconcile import reconcile
+
+    result = reconcile(open_artifact(built[0]))
+    assert result.decision == "PASS", [(f.name, f.artifact, f.source) for f in result.differences]
 
 
 def test_an_edited_form_fails_the_identity(built):

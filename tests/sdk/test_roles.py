@@ -108,6 +108,10 @@ def test_pipelined_call_applies_the_role_as_the_serial_one(asymmetric):
 def test_cache_keys_differ_by_role(engine):
     assert engine.cache_key("vectors") == engine.cache_key("vectors", role="query")
     assert engine.cache_key("vectors", role="document") != engine.cache_key("vectors", role="query")
+    # a role that changes nothing (sentence-transformers 6 saves empty prompts) keys as no role
+    from readout_sdk.roles import Role, input_policy
+
+    assert input_policy(Role("query", "", 0)) is None and input_policy(engine.role("query")) is not None
 
 
 def test_serving_records_carry_the_role(asymmetric, engine):

@@ -62,7 +62,7 @@ def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
     """Compare two artifacts layer by layer (tokenizer, contextual, readout, head, calibration, decision):
     which fields changed, which caches that invalidates, and each target's parity evidence.
 
-    Exit 0 when no semantic layer changed, 1 when one did, 2 on bad input.
+    Exit 0 when nothing changed, 1 when a semantic layer or a declared vector form did, 2 on bad input.
     """
     from readout_sdk.artifact import ArtifactError, open_artifact
     from readout_sdk.release.compat import diff as do_diff, text

@@ -34,26 +34,41 @@ def vector_forms(plan: Plan, graph: Any, tok: Any, inputs: list[str], dim: int, 
     spec = plan.vectors
     if not spec:
         return None
-    too_wide = [w for w in spec["widths"] if w >= dim]
-    if too_wide:
-        raise ManifestError("$.vectors.widths", f"{too_wide} must be below the model's dimension {dim} (the full "
-                                                "vector is always served)")
-    widths = [dim, *spec["widths"]]
-    precisions = ["float32", *(p for p in spec["precisions"] if p != "float32")]
-    vectors = _calibration_vectors(plan, graph, tok, inputs) if set(CALIBRATED) & set(precisions) else None
-    forms = []
-    for width in widths:
-        for precision in precisions:
-            if (width, precision) == (dim, "float32"):
-                continue  # the artifact's own output
-            ranges = fit_ranges(vectors, width, normalized) if precision in CALIBRATED else None
-            forms.append(to_record(VectorForm(width=width, precision=precision, float_score=score_type,
-                                              renormalize=normalized, ranges=ranges)))
+    declared = declared_forms(plan, dim)
+    calibrated = any(p in CALIBRATED for _, p in declared)
+    vectors = _calibration_vectors(plan, graph, tok, inputs) if calibrated else None
+    forms = [to_record(VectorForm(width=w, precision=p, float_score=score_type, renormalize=normalized,
+                                  ranges=fit_ranges(vectors, w, normalized) if p in CALIBRATED else None))
+             for w, p in declared]
     calibration = None
     if vectors is not None:
         digest = hashlib.sha256("\n".join(spec["texts"]).encode("utf-8")).hexdigest()
         calibration = {"texts": len(spec["texts"]), "texts_sha256": digest, "role": calibration_role(plan)}
     return {"forms": forms, "calibration": calibration}
+
+
+def declared_forms(plan: Plan, dim: int) -> list[tuple[int, str]]:
+    """(width, precision) of every form the manifest declares for a ``dim``-wide vector, in record order:
+    widest first, float32 first at each width, the full float32 vector itself left out."""
+    spec = plan.vectors or {}
+    too_wide = [w for w in spec.get("widths", []) if w >= dim]
+    if too_wide:
+        raise ManifestError("$.vectors.widths", f"{too_wide} must be below the model's dimension {dim} (the full "
+                                                "vector is always served)")
+    precisions = ["float32", *(p for p in spec.get("precisions", []) if p != "float32")]
+    return [(w, p) for w in [dim, *spec.get("widths", [])] for p in precisions if (w, p) != (dim, "float32")]
+
+
+def derived_forms(plan: Plan, dim: int, built: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``vector_forms`` a rebuild from ``plan`` would declare, with the ranges the build fitted
+    (``built``: the artifact's section; reconciliation derives without running the model): a form the
+    manifest declares and the artifact lacks has no ranges, so it shows as a difference."""
+    if not plan.vectors:
+        return None
+    fitted = {(f["width"], f["precision"]): f for f in (built or {}).get("forms") or []}
+    forms = [fitted.get((w, p)) or {"width": w, "precision": p, "renormalize": plan.normalize == "l2", "ranges": None}
+             for w, p in declared_forms(plan, dim)]
+    return {"forms": forms, "calibration": (built or {}).get("calibration")}
 
 
 def _calibration_vectors(plan: Plan, graph: Any, tok: Any, inputs: list[str]) -> np.ndarray:

@@ -86,11 +86,12 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
             "python": platform.python_version(),
         },
     }
-    if plan.prompts:  # only where the model declares roles: every other record (and release id) is unchanged
+    # only where the model declares roles (sentence-transformers 6 saves empty query/document prompts, which
+    # are roles that change nothing): a record without prompts, and its release id, is what it was
+    if plan.prompts:
         declared = {n: _role(plan, tok, n, p) for n, p in plan.prompts.items()}
         without = _role(plan, tok, "", "") if "(none)" in plan.role_policy else None
         record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded, without).section()
-
     if forms is not None:  # the declared vector forms (`readout_export.graph.forms`)
         record["vector_forms"] = forms
     record["identity"] = compute_identity(record, weights)

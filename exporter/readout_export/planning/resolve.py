@@ -20,6 +20,7 @@ from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
 from readout_export.planning.family_hooks import readout_hook
+from readout_export.graph.forms import declared_forms
 from readout_export.planning.manifest import Manifest, resolved_path
 from readout_export.planning.plan import Plan, agree as _agree
 from readout_export.planning.problems import Problems
@@ -40,9 +41,11 @@ def position_limit(source: ModelSource) -> int | None:
     return table
 
 
-def resolve(manifest: Manifest, every: bool = False) -> Plan:
+def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan:
     """Check ``manifest`` against its model directory and return the build plan. ``every``: go on past
-    a problem and report every independent one at once (a ManifestProblems), as `validate` does."""
+    a problem and report every independent one at once (a ManifestProblems), as `validate` does.
+    ``kept``: the manifest an artifact keeps, resolved again (its calibration corpus was read at build and
+    its ranges are in the record, so it is not read again)."""
     data = manifest.data
     family = manifest.family
     spec = get_family(family)
@@ -90,7 +93,8 @@ def resolve(manifest: Manifest, every: bool = False) -> Plan:
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
               else None, ("max_length", "tokenizer", "hook")),
              ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
-             ("vectors", (lambda: _resolve_vectors(plan, data["vectors"])) if "vectors" in data else None, ()),
+             ("vectors", (lambda: _resolve_vectors(plan, data["vectors"], kept)) if "vectors" in data else None,
+              ("hook",)),
              ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
               if "min_parity" in data.get("serving", {}) else None, ()),
              ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
@@ -159,9 +163,9 @@ def _resolve_multi_vector(plan: Plan) -> None:
                         "(none)": {"skip_words": words}}
 
 
-def _resolve_vectors(plan: Plan, spec: dict[str, Any]) -> None:
+def _resolve_vectors(plan: Plan, spec: dict[str, Any], kept: bool = False) -> None:
     """Declared vector forms; int8/uint8 need a calibration corpus that shares no text with the parity corpus
-    (ranges fitted on the texts they are then judged on would flatter them)."""
+    (ranges fitted on the texts they are then judged on would flatter them). ``kept``: not read again."""
     from readout_parity.corpus import default_corpus, load_corpus
 
     precisions = list(spec.get("precisions") or [])
@@ -169,6 +173,10 @@ def _resolve_vectors(plan: Plan, spec: dict[str, Any]) -> None:
         raise ManifestError("$.vectors", "declares no form: give widths, precisions other than float32, or both")
     plan.vectors = {"widths": sorted(spec.get("widths") or [], reverse=True), "precisions": precisions,
                     "calibration": None, "texts": []}
+    width = config_int(plan.source, "hidden_size") or config_int(plan.source, "dim") or 0
+    declared_forms(plan, plan.dense[-1].out_features if plan.dense else width * len(plan.pooling or [None]))
+    if kept:
+        return
     if not {"int8", "uint8"} & set(precisions):
         if "calibration" in spec:
             raise ManifestError("$.vectors.calibration", "only int8/uint8 forms are calibrated; none is declared")
@@ -231,7 +239,7 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
         raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
     data["model"] = str(root)
     data["output_dir"] = str(art.path.parent / f".{art.path.name}.{purpose}")
-    return resolve(Manifest(data, art.path / "manifest.json"))
+    return resolve(Manifest(data, art.path / "manifest.json"), kept=True)
 
 
 def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
