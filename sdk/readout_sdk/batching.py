@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Encoding
 
-from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT
+from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
 
 SIDES = ("left", "right")
 
@@ -26,10 +26,17 @@ class Prepared:
 
     encodings: tuple[Encoding, ...]
     truncated: bool
-    prompt_rows: int = 0  # leading rows a role's prompt fills (`readout_sdk.roles`): attended, maybe not pooled
-    expansion_rows: int = 0  # rows of ``expansion_id`` a query is expanded with: not attended, scored
-    expansion_id: int = 0
-    role: Any = None  # the `readout_sdk.roles.Role` it was encoded under (None: none)
+    role: Role | None = None  # the input role it was encoded under (`readout_sdk.roles`; None: none)
+    expansion_rows: int = 0  # rows of the role's expansion id that follow its tokens: not attended, scored
+
+    @property
+    def prompt_rows(self) -> int:
+        """Leading rows the role's prompt fills: attended, and not pooled where the record says so."""
+        return self.role.prompt_tokens if self.role is not None else 0
+
+    @property
+    def expansion_id(self) -> int:
+        return self.role.expansion_id if self.role is not None else 0
 
 
 def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str = "right",
@@ -46,11 +53,15 @@ def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str 
     cols = np.arange(width)
     # each row's valid columns are one block, so the row-major order of the mask is the order of the
     # encodings' tokens joined: one scatter per input instead of one per row
-    start = (width - lengths)[:, None] if side == "left" else np.zeros((len(encs), 1), np.int64)
-    valid = (cols >= start) & (cols < start + lengths[:, None])
+    valid = cols >= (width - lengths)[:, None] if side == "left" else cols < lengths[:, None]
     total = int(lengths.sum())
-    expanded = (cols >= start + tokens[:, None]) & valid
-    feed = {"attention_mask": (valid & ~expanded).astype(np.int64), EXPANSION_INPUT: expanded.astype(np.int64)}
+    feed = {"attention_mask": valid.astype(np.int64)}
+    if expansions:  # each row's expansion closes its block: the last ``extra`` valid columns
+        end = width if side == "left" else lengths[:, None]
+        expanded = valid & (cols >= end - extra[:, None])
+        feed |= {"attention_mask": (valid & ~expanded).astype(np.int64), EXPANSION_INPUT: expanded.astype(np.int64)}
+    elif EXPANSION_INPUT in inputs:  # a graph that expands queries, fed documents
+        feed[EXPANSION_INPUT] = np.zeros_like(feed["attention_mask"])
     fills = [[i] * e for e, i in expansions] if expansions else [[]] * len(encs)
     for name, field, fill in (("input_ids", "ids", pad_id), ("token_type_ids", "type_ids", 0)):
         if name in inputs:

@@ -78,11 +78,10 @@ def _calibration_vectors(plan: Plan, graph: Any, tok: Any, inputs: list[str]) ->
     name = calibration_role(plan)
     prompt = plan.prompts.get(name, "") if name else ""
     role = Role(name, prompt, prompt_tokens(tok.backend, prompt, tok.all_special_ids)) if name else None
-    rows = role.prompt_tokens if role is not None else 0
     texts = plan.vectors["texts"]
     out = []
     for k in range(0, len(texts), CALIBRATION_BATCH):
-        parts = [Prepared((tok.backend.encode(apply_prompt(role, t)),), False, rows)
+        parts = [Prepared((tok.backend.encode(apply_prompt(role, t)),), False, role)
                  for t in texts[k:k + CALIBRATION_BATCH]]
         feed = make_feed(parts, tok.pad_id, inputs, False)
         with torch.no_grad():

@@ -27,7 +27,7 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
     text's leading prompt rows as well (two and none, so both paths are traced and checked);
     ``expansion_id``: the first text expanded by three rows of that id (`readout_sdk.roles`)."""
     from readout_sdk.batching import Prepared, make_feed
-    from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT
+    from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
 
     spec = get_family(family)
     if spec.input_kind == "choices":
@@ -35,9 +35,10 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
     elif spec.input_kind == "pair":
         parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
     else:
-        parts = [Prepared((backend.encode(t),), False, 2 - 2 * k if prompt_rows else 0,
-                          3 - 3 * k if expansion_id is not None else 0, expansion_id or 0)
-                 for k, t in enumerate(SAMPLE_TEXTS)]
+        # the first text with two prompt rows and three expansion rows, the second with neither
+        sample = Role("sample", "", 2 if prompt_rows else 0, expansion=3, expansion_id=expansion_id or 0)
+        parts = [Prepared((backend.encode(t),), False, sample if k == 0 else None,
+                          3 if k == 0 and expansion_id is not None else 0) for k, t in enumerate(SAMPLE_TEXTS)]
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
         ([PROMPT_ROWS_INPUT] if prompt_rows else []) + ([EXPANSION_INPUT] if expansion_id is not None else [])
     feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")

@@ -231,14 +231,14 @@ class Family:
         # offsets only where something reads them: this family's decisions, or window ownership
         encoded = ctx.encoder.encode_batch(base, items, tokenizer,
                                            offsets=self.uses_offsets or ctx.windows is not None, prompt=prompt)
-        expand, expand_id = (role.expansion, role.expansion_id) if role is not None else (0, 0)
+        expand = role.expansion if role is not None else 0
         out = []
         for j, enc in enumerate(encoded):
             parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
             for p in parts if check else ():
                 ctx.encoder.check(base + j, p, self.checked_role, rows)
-            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, rows,
-                                 max(0, expand - len(p)), expand_id, role) for p in parts])
+            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, role, max(0, expand - len(p)))
+                         for p in parts])
         return out
 
     # ---- decision ----------------------------------------------------------------------------
