@@ -46,14 +46,10 @@ def _sorted_batches(lengths: list[int], size: int = BATCH) -> list[list[int]]:
 
 
 def _pad(encs: list[Any], pad_id: int, names: list[str]) -> dict[str, np.ndarray]:
-    width = max(len(e.ids) for e in encs)
-    ids = np.full((len(encs), width), pad_id, np.int64)
-    mask = np.zeros_like(ids)
-    types = np.zeros_like(ids)
-    for i, e in enumerate(encs):
-        n = len(e.ids)
-        ids[i, :n], mask[i, :n], types[i, :n] = e.ids, 1, e.type_ids
-    return {k: v for k, v in {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}.items() if k in names}
+    """The graph feed of pre-tokenized texts, right-padded, no role: the SDK's own padding."""
+    from readout_sdk.batching import Prepared, make_feed
+
+    return make_feed([Prepared((e,), False) for e in encs], pad_id, names, False)
 
 
 def _batched(tokenizer: Any, pad_id: int, names: list[str], fn: Callable[[dict[str, np.ndarray]], np.ndarray],
