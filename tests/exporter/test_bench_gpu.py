@@ -37,7 +37,8 @@ def _config(name: str, kind: str, precision: str, per_item_s: float, noise: floa
 def test_rows_are_timed_with_their_parity_and_goals_are_ratios_of_the_same_run():
     configs = [
         _config("sdk fp16", "sdk", "fp16", 0.0010, target="onnx-fp16"),
-        _config("plain fp16", "plain", "fp16", 0.0008, target="onnx-fp16"),
+        # 0.9x: clear of the 0.8x goal, so a loaded machine's longer sleeps cannot flip the decision
+        _config("plain fp16", "plain", "fp16", 0.0009, target="onnx-fp16"),
         _config("sdk fp32", "sdk", "fp32", 0.0020, target="onnx-fp32"),
         _config("plain fp32", "plain", "fp32", 0.0030, target="onnx-fp32"),
         _config("st fp16", "peer", "fp16", 0.0050),
@@ -53,7 +54,7 @@ def test_rows_are_timed_with_their_parity_and_goals_are_ratios_of_the_same_run()
     assert by["st bf16"]["parity"]["min_cosine"] == pytest.approx(1 / np.sqrt(1 + 0.05 ** 2), abs=1e-6)
     goals = {g["goal"].split(":")[0] if g["goal"].startswith("onnx") else g["goal"]: g for g in gpu_goals(rows, "embedding")}
     fp16, fp32 = goals["onnx-fp16"], goals["onnx-fp32"]
-    assert fp16["decision"] == "PASS" and fp16["ratio"] == pytest.approx(0.8, rel=0.3)  # 0.0008 / 0.0010
+    assert fp16["decision"] == "PASS" and fp16["ratio"] == pytest.approx(0.9, rel=0.3)  # 0.0009 / 0.0010
     assert fp32["decision"] == "PASS" and fp32["ratio"] == pytest.approx(1.5, rel=0.3)
     peer16 = next(g for k, g in goals.items() if "in fp16" in k)
     peer_bf16 = next(g for k, g in goals.items() if "in bf16" in k)
