@@ -111,6 +111,16 @@ def test_serving_and_parity_apply_each_role(built, engine):
     assert sorted(report.corpus["roles"]) == ["document", "query"] and report.exit_code() == 0
 
 
+def test_ray_predictor_encodes_documents_as_encode_document(built):
+    pa = pytest.importorskip("pyarrow")
+    from readout_sdk.serving.ray import Predictor
+
+    out = Predictor(str(built[1]), role="document")(pa.table({"text": DOCUMENTS}))
+    assert out.column("role").to_pylist() == ["document"] * 3
+    for got, want in zip(out.column("token_vectors").to_pylist(), built[0].encode_document(DOCUMENTS)):
+        np.testing.assert_allclose(np.array(got, np.float32), want.numpy(), atol=2e-6)
+
+
 def test_unsupported_multi_vector_settings_are_refused(built, tmp_path):
     import shutil
 

@@ -3,6 +3,7 @@ sentence-transformers 6 (``encode(prompt_name=...)``, ``Pooling(include_prompt=F
 MiniLM backbone saved in an asymmetric layout by sentence-transformers itself."""
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import pytest
@@ -125,6 +126,20 @@ def test_serving_records_carry_the_role(asymmetric, engine):
     np.testing.assert_allclose(records[0]["embedding"], st.encode(TEXTS[0], prompt_name="query"), atol=2e-6)
     np.testing.assert_allclose(records[1]["embedding"], st.encode(TEXTS[0], prompt_name="document"), atol=2e-6)
     np.testing.assert_allclose(records[2]["embedding"], st.encode(TEXTS[1], prompt_name="query"), atol=2e-6)
+
+
+def test_pytriton_infer_function_reads_the_role_column(asymmetric, engine):
+    """`readout-export serve`'s infer function (what PyTriton calls with each request's BYTES columns)."""
+    from readout_sdk.serving.serve import infer_function
+
+    request = {"text": np.array([[t.encode()] for t in TEXTS[:2]], dtype=object),
+               "role": np.array([[b"document"], [b""]], dtype=object)}
+    (reply,) = infer_function(engine)([request])
+    records = [json.loads(r[0]) for r in reply["result"]]
+    assert [r["role"] for r in records] == ["document", "query"]  # an empty role is the default
+    np.testing.assert_allclose(records[0]["embedding"], asymmetric[0].encode(TEXTS[0], prompt_name="document"),
+                               atol=2e-6)
+    assert reply["release_id"][0][0].decode() == engine.release_id
 
 
 def test_ray_predictor_encodes_under_its_role(asymmetric):
