@@ -21,7 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
+
+import numpy as np
 
 from readout_sdk.errors import AbiError, WrongCall
 
@@ -45,6 +48,11 @@ class Role:
     expansion: int = 0
     expansion_id: int = 0
     skip_ids: frozenset[int] = frozenset()
+
+    @cached_property
+    def skip_array(self) -> np.ndarray:
+        """``skip_ids`` as a sorted array, made once per role (not once per decided item)."""
+        return np.array(sorted(self.skip_ids), np.int64)
 
 
 @dataclass(frozen=True)

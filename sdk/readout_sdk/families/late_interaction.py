@@ -42,9 +42,8 @@ class LateInteractionFamily(Family):
         # a query's expansion rows follow its tokens, and are scored
         ids = np.concatenate([np.asarray(part.encodings[0].ids, np.int64),
                               np.full(part.expansion_rows, part.expansion_id, np.int64)])
-        skip = part.role.skip_ids if part.role is not None else frozenset()
-        if skip:  # the role's skiplist (a document's punctuation): those rows are not scored
-            keep = keep & ~np.isin(ids, np.fromiter(skip, np.int64, len(skip)))
+        if part.role is not None and part.role.skip_ids:  # a document's punctuation: those rows are not scored
+            keep = keep & ~np.isin(ids, part.role.skip_array)
         # token strings from the vocabulary: encodings made without offsets carry none
         tokens = tuple(ctx.tokenizer.id_to_token(int(i)) or "" for i in ids[keep])
         return TokenVectors(o["token_vectors"][keep], tokens, truncated)
