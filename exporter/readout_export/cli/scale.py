@@ -1,6 +1,7 @@
-"""Scale-out commands: `triton` (write a model repository), `serve` (Triton via PyTriton), `encode` (Ray Data).
+"""Scale-out commands: `triton` (write a model repository), `serve` (Triton via PyTriton), `serve-http`
+(OpenAI and text-embeddings-inference over HTTP, or on Ray Serve), `encode` (Ray Data).
 
-All three are torch-free: they need the base install plus their extra (triton, serve, ray).
+All are torch-free: they need the base install plus their extra (triton, serve, http, ray).
 """
 from __future__ import annotations
 
@@ -101,6 +102,100 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
     run_command(debug, False, lambda: run(engine, options, name, ready))
 
 
+@click.command("serve-http")
+@click.argument("artifacts", nargs=-1, required=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(min=0, max=65535),
+              help="Port to listen on (0: any free port; the ready line says which).")
+@click.option("--api-key", envvar="READOUT_API_KEY", show_envvar=True,
+              help="Bearer token every route but /health requires (default: none).")
+@click.option("--cors-origin", "cors_origins", multiple=True,
+              help="An origin whose browser pages may call the server (repeatable; default: CORS off).")
+@click.option("--max-items", default=2048, show_default=True, type=click.IntRange(min=1), help="Inputs per request.")
+@click.option("--max-characters", default=1_000_000, show_default=True, type=click.IntRange(min=1),
+              help="Characters per request, all inputs together.")
+@click.option("--max-tokens", default=300_000, show_default=True, type=click.IntRange(min=1),
+              help="Tokens the model runs per request.")
+@click.option("--max-body-bytes", default=2_000_000, show_default=True, type=click.IntRange(min=1),
+              help="Request body size.")
+@click.option("--max-batch-items", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Inputs merged from concurrent requests into one model call.")
+@click.option("--max-batch-tokens", default=32_768, show_default=True, type=click.IntRange(min=1),
+              help="Tokens merged into one model call.")
+@click.option("--max-wait-ms", default=2.0, show_default=True, type=click.FloatRange(min=0),
+              help="How long a request may wait for others to fill its batch.")
+@click.option("--max-queue-items", default=4096, show_default=True, type=click.IntRange(min=1),
+              help="Inputs that may wait per model; beyond, requests are answered 429 with Retry-After.")
+@click.option("--drain-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds in-flight requests may take to finish after SIGTERM.")
+@click.option("--ray", "on_ray", is_flag=True, help="Deploy on Ray Serve instead (each replica loads the artifacts).")
+@click.option("--address", help="With --ray: the Ray cluster (e.g. auto); default: start a local one.")
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="With --ray: replicas.")
+@click.option("--min-replicas", type=click.IntRange(min=0), help="With --ray: autoscale from this many...")
+@click.option("--max-replicas", type=click.IntRange(min=1), help="...to this many, by ongoing requests.")
+@load_options(SERVE_THREADS)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | None, cors_origins: tuple[str, ...],
+               max_items: int, max_characters: int, max_tokens: int, max_body_bytes: int, max_batch_items: int,
+               max_batch_tokens: int, max_wait_ms: float, max_queue_items: int, drain_timeout: float, on_ray: bool,
+               address: str | None, replicas: int, min_replicas: int | None, max_replicas: int | None,
+               target: str | None, backend: str, device: str, streams: int | None, threads: int | None,
+               debug: bool) -> None:
+    """Serve ARTIFACTS (each PATH or NAME=PATH) over HTTP until SIGTERM: OpenAI's /v1/embeddings and
+    /v1/models, text-embeddings-inference's routes (/embed, /embed_sparse, /embed_all, /rerank, /predict,
+    /tokenize, /info, /health, /metrics), and /entities, /answers, /choices, /token_vectors.
+
+    The first artifact answers the routes at the root; every one answers under /models/NAME/. Concurrent
+    requests are merged into batches; overload is answered 429 at once. Every answer names the release
+    (header X-Readout-Release-Id). Listens on loopback unless --host says otherwise.
+    """
+    from readout_sdk.serving.http.options import Batching, HttpOptions, Limits
+
+    options = HttpOptions(host, port, api_key or None, tuple(cors_origins),
+                          Limits(max_items, max_characters, max_tokens, max_body_bytes),
+                          Batching(max_batch_items, max_batch_tokens, max_wait_ms, max_queue_items), drain_timeout)
+    kwargs = _load_kwargs(target, backend, device, streams, threads)
+    if on_ray:
+        run_command(debug, False, lambda: _serve_on_ray(list(artifacts), options, address, replicas, min_replicas,
+                                                        max_replicas, kwargs))
+        return
+    from readout_sdk.serving.http.server import run
+
+    def ready(url: str) -> None:
+        click.echo(f"serving {', '.join(artifacts)} at {url} (OpenAI: {url}/v1/embeddings; "
+                   f"text-embeddings-inference: {url}/embed ...)", err=True)
+
+    run_command(debug, False, lambda: run(list(artifacts), options, ready, **kwargs))
+
+
+def _serve_on_ray(artifacts: list[str], options: Any, address: str | None, replicas: int,
+                  min_replicas: int | None, max_replicas: int | None, kwargs: dict[str, Any]) -> None:
+    """Deploy on Ray Serve (its proxy listens on --host/--port) and block until interrupted."""
+    import signal
+    import time
+
+    import ray
+    from ray import serve
+
+    from readout_sdk.serving.http.ray_serve import deployment
+
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": options.host, "port": options.port})
+        serve.run(deployment(artifacts, options, replicas, min_replicas, max_replicas, **kwargs), route_prefix="/",
+                  name="readout")
+        click.echo(f"serving {', '.join(artifacts)} on Ray Serve at http://{options.host}:{options.port}", err=True)
+        signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--input", "source", required=True, type=click.Path(dir_okay=False),
@@ -158,4 +253,4 @@ def _column_mapping(columns: tuple[str, ...]) -> dict[str, str] | None:
     return mapping
 
 
-COMMANDS = (triton, serve, encode,)
+COMMANDS = (triton, serve, serve_http, encode,)

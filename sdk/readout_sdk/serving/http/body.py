@@ -1,0 +1,89 @@
+"""A request body read within its size bound and parsed as JSON; fields taken with their JSON paths.
+
+Every refusal names the JSON path at fault (``$.input[3]``), so a client with a list of thousands of
+inputs knows which one. Unknown fields are ignored, as OpenAI's and text-embeddings-inference's
+servers do (clients add their own, e.g. ``user``)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from readout_sdk.serving.http.problems import Problem
+
+NO_DEFAULT = object()
+
+
+async def read_json(request: Any, max_bytes: int) -> dict[str, Any]:
+    """The body as a JSON object; 413 past ``max_bytes`` (checked on Content-Length first, then while
+    reading, so a client lying about its length cannot make the server buffer more)."""
+    declared = request.headers.get("content-length")
+    too_large = Problem("too_large", f"the request body is over {max_bytes} bytes (--max-body-bytes)")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise Problem("malformed", "the request has no body: send a JSON object")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise Problem("malformed", f"the body is not JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(doc, dict):
+        raise Problem("malformed", f"$: expected a JSON object, got {_kind(doc)}", "$")
+    # huggingface_hub's InferenceClient nests options under "parameters" (the Inference API's shape)
+    params = doc.get("parameters")
+    if isinstance(params, dict):
+        doc = {**{k: v for k, v in params.items() if v is not None}, **{k: v for k, v in doc.items() if k != "parameters"}}
+    return doc
+
+
+def field(doc: dict[str, Any], name: str, check: Callable[[Any], bool], expected: str,
+          default: Any = NO_DEFAULT) -> Any:
+    """``doc[name]`` if ``check`` accepts it; absent or null: ``default`` (required when there is none)."""
+    value = doc.get(name)
+    if value is None:
+        if default is NO_DEFAULT:
+            raise Problem("malformed", f"$.{name}: missing (expected {expected})", f"$.{name}")
+        return default
+    if not check(value):
+        raise Problem("malformed", f"$.{name}: expected {expected}, got {_kind(value)}", f"$.{name}")
+    return value
+
+
+def boolean(doc: dict[str, Any], name: str, default: bool | None) -> bool | None:
+    return field(doc, name, lambda v: isinstance(v, bool), "true or false", default)
+
+
+def integer(doc: dict[str, Any], name: str, default: int | None, minimum: int = 1) -> int | None:
+    return field(doc, name, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+                 f"an integer >= {minimum}", default)
+
+
+def string(doc: dict[str, Any], name: str, default: str | None = None) -> str | None:
+    return field(doc, name, lambda v: isinstance(v, str), "a string", default)
+
+
+def texts(doc: dict[str, Any], name: str) -> tuple[list[str], bool]:
+    """A string or a non-empty list of strings: (the strings, whether one string was sent)."""
+    value = field(doc, name, lambda v: isinstance(v, (str, list)), "a string or a list of strings")
+    if isinstance(value, str):
+        return [value], True
+    if not value:
+        raise Problem("validation", f"$.{name}: the list is empty", f"$.{name}")
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise Problem("malformed", f"$.{name}[{i}]: expected a string, got {_kind(v)}", f"$.{name}[{i}]")
+    return list(value), False
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+kind = _kind

@@ -1,0 +1,93 @@
+"""OpenAI's embeddings API: ``POST /v1/embeddings`` and ``GET /v1/models``.
+
+``input``: a string, a list of strings, or token arrays (one, or a list; `tokens`: this model's own ids,
+accepted only when exact); ``model`` names a served model (optional when one is served); ``dimensions``
+picks a declared float32 width (Matryoshka prefix, as the artifact declares it); ``encoding_format``
+``float`` (default) or ``base64`` (little-endian float32, what the ``openai`` client asks for and
+decodes); ``user`` is ignored. ``role`` (an extension) names an input role such as ``query``. The body
+also carries ``release_id``.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from readout_sdk.serving.http import body as B
+from readout_sdk.serving.http.app import Answer, Server, disconnected
+from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.tokens import TokenText
+
+ENCODINGS = ("float", "base64")
+
+
+async def embeddings(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.model(B.string(doc, "model"))
+    if served.family.name != "embedding":
+        raise Problem("not_supported", f"model {served.name!r} is a {served.family.name} model; /v1/embeddings "
+                                       f"serves embedding models ({_hint(served.family.name)})", "$.model")
+    texts = _inputs(doc, served)
+    encoding = B.string(doc, "encoding_format", "float")
+    if encoding not in ENCODINGS:
+        raise Problem("validation", f"$.encoding_format: {encoding!r} is not one of {list(ENCODINGS)}", "$.encoding_format")
+    form = served.form_for(B.integer(doc, "dimensions", None), "$.dimensions")
+    outcome = await served.call(texts, "$.input", role=B.string(doc, "role"), form=form,
+                                disconnected=lambda: disconnected(request))
+    data = [{"object": "embedding", "index": i, "embedding": _encoded(r["embedding"], encoding)}
+            for i, r in enumerate(outcome.records)]
+    return Answer({"object": "list", "data": data, "model": served.name,
+                   "usage": {"prompt_tokens": outcome.tokens, "total_tokens": outcome.tokens},
+                   "release_id": served.release_id}, served)
+
+
+def _inputs(doc: dict[str, Any], served: Any) -> list[str]:
+    value = B.field(doc, "input", lambda v: isinstance(v, (str, list)),
+                    "a string, a list of strings, or token arrays")
+    if isinstance(value, str):
+        return [value]
+    if not value:
+        raise Problem("validation", "$.input: the list is empty", "$.input")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in value):  # one token array
+        return [_token_text(served).text(value, "$.input")]
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            out.append(_token_text(served).text(v, f"$.input[{i}]"))
+        else:
+            raise Problem("malformed", f"$.input[{i}]: expected a string or a token array, got {B.kind(v)}", f"$.input[{i}]")
+    return out
+
+
+def _token_text(served: Any) -> TokenText:
+    if getattr(served, "_token_text", None) is None:
+        served._token_text = TokenText(served.engine)
+    return served._token_text
+
+
+def _encoded(vector: Any, encoding: str) -> Any:
+    v = np.asarray(vector, dtype="<f4")
+    return base64.b64encode(v.tobytes()).decode("ascii") if encoding == "base64" else v.tolist()
+
+
+def _hint(family: str) -> str:
+    return {"sparse": "use /embed_sparse", "late_interaction": "use /embed_all or /token_vectors",
+            "cross_encoder": "use /rerank or /predict", "token_classification": "use /entities",
+            "extractive_qa": "use /answers", "multiple_choice": "use /choices"}.get(family, "use /predict")
+
+
+async def models(request: Any, server: Server) -> Answer:
+    """Every served model, with its family, target and release id."""
+    return Answer({"object": "list", "data": [
+        {"id": m.name, "object": "model", "created": 0, "owned_by": "readout-export", "family": m.family.name,
+         "target": m.engine.target.name, "release_id": m.release_id, "roles": list(m.engine.roles),
+         "dimensions": _widths(m)} for m in server.models.values()]})
+
+
+def _widths(served: Any) -> list[int] | None:
+    if served.width is None:
+        return None
+    return sorted({served.width} | {f.width for f in served.engine.context.forms.values() if f.precision == "float32"})

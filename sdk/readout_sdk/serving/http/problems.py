@@ -1,0 +1,59 @@
+"""Every refusal as one HTTP answer: a status, a kind (counted in /metrics), and one line.
+
+OpenAI routes answer ``{"error": {"message", "type", "param", "code"}}`` (what the ``openai`` client
+reads); the others answer text-embeddings-inference's ``{"error", "error_type"}``."""
+from __future__ import annotations
+
+from typing import Any
+
+from readout_sdk.errors import InputRefused, WrongCall
+
+# kind -> (status, text-embeddings-inference's error_type)
+KINDS: dict[str, tuple[int, str]] = {
+    "malformed": (400, "Validation"),        # not JSON, or not the route's shape
+    "unauthorized": (401, "Unauthorized"),   # missing or wrong API key
+    "not_found": (404, "Validation"),        # unknown model or route
+    "not_supported": (422, "Validation"),    # the model's family has no such call
+    "validation": (422, "Validation"),       # a value the SDK refuses (empty text, unknown role, ...)
+    "too_large": (413, "Validation"),        # a per-request limit or the body size
+    "overloaded": (429, "Overloaded"),       # the queue is full: retry after Retry-After seconds
+    "unavailable": (503, "Unhealthy"),       # draining before exit
+    "internal": (500, "Backend"),            # a fault of the server or runtime, not of the request
+}
+
+
+class Problem(Exception):
+    """A request refused: ``kind`` (a key of :data:`KINDS`), a one-line message, the JSON path at fault."""
+
+    def __init__(self, kind: str, message: str, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = KINDS[kind][0]
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+
+
+def from_sdk(error: Exception, where: str) -> Problem:
+    """The SDK's refusal of a request's inputs as a 422 naming where (a JSON path) it applies."""
+    if isinstance(error, (InputRefused, WrongCall, ValueError, TypeError)):
+        return Problem("validation", f"{where}: {_line(error)}", where)
+    return Problem("internal", f"the runtime failed: {type(error).__name__}: {_line(error)}")
+
+
+def body(problem: Problem, openai: bool) -> dict[str, Any]:
+    """The error body a client of that dialect parses."""
+    if openai:
+        return {"error": {"message": problem.message, "type": _openai_type(problem), "param": problem.param,
+                          "code": problem.kind}}
+    return {"error": problem.message, "error_type": KINDS[problem.kind][1]}
+
+
+def _openai_type(problem: Problem) -> str:
+    return {401: "authentication_error", 404: "invalid_request_error", 429: "rate_limit_error",
+            500: "server_error", 503: "server_error"}.get(problem.status, "invalid_request_error")
+
+
+def _line(error: Exception) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,185 @@
+"""One artifact behind the server: its engine, its name, its batcher, and the one way a route runs it.
+
+Every route turns its request into SDK inputs and calls :meth:`Served.call`, which checks them (the
+family's own checks, so a bad input is refused before it can share a batch), counts the tokens the model
+will run (for the per-request and per-batch token bounds, and OpenAI's ``usage``), queues them, and
+returns the family's serving records (`readout_sdk.serving.records`: the same records Triton and Ray
+return) or, for embeddings in a declared vector form, the vectors of that form.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
+from readout_sdk.serving.http.options import HttpOptions
+from readout_sdk.serving.http.problems import Problem, from_sdk
+from readout_sdk.serving.triton_model import model_name
+
+# one input per family's input kind, run once at load so the first client does not pay for first-call costs
+WARM_UP = {"text": "warm-up", "pair": ("warm-up?", "warm-up"), "choices": ("warm-up?", ["yes", "no"])}
+
+
+@dataclass
+class Outcome:
+    """A call's records in input order, and the tokens the model ran for them."""
+
+    records: list[dict[str, Any]]
+    tokens: int
+    truncated: list[bool]
+
+
+class Served:
+    """A loaded artifact served under ``name``."""
+
+    def __init__(self, name: str, engine: Any, options: HttpOptions, metrics: Any = None):
+        self.name = name
+        self.engine = engine
+        self.family = engine.family_spec
+        self.options = options
+        self.batcher = Batcher(name, options.batching, metrics)
+        self.metrics = metrics
+
+    @property
+    def release_id(self) -> str:
+        return str(self.engine.release_id or "")
+
+    def warm_up(self) -> None:
+        """One input through the engine (first-run allocations, lazy compiles) before the server says ready;
+        for embeddings, it also reads the vectors' full width and whether the record normalizes them."""
+        result = self.engine.decide([WARM_UP[self.family.input_kind]])
+        if self.family.name == "embedding":
+            self.width = int(result.vectors.shape[1])
+            self.normalized = bool(result.normalized)
+
+    width: int | None = None        # embeddings: the full vector's width
+    normalized: bool | None = None  # embeddings: whether the record's readout L2-normalizes them
+
+    def form_for(self, dimensions: int | None, where: str) -> str | None:
+        """The declared float32 vector form of ``dimensions`` leading dims (None: the full vector); 422
+        naming the widths this artifact declares otherwise."""
+        if dimensions is None or dimensions == self.width:
+            return None
+        for name, form in self.engine.context.forms.items():
+            if form.width == dimensions and form.precision == "float32":
+                return name
+        widths = sorted({self.width} | {f.width for f in self.engine.context.forms.values() if f.precision == "float32"})
+        raise Problem("validation", f"{where}: model {self.name!r} declares no {dimensions}-dimensional vectors; "
+                                    f"its widths are {widths}", where)
+
+    def role(self, role: str | None, where: str) -> Any:
+        """The role a request names, checked (422 naming the artifact's roles); None: the default."""
+        try:
+            return self.engine.role(role)
+        except Exception as e:
+            raise from_sdk(e, where) from None
+
+    async def call(self, items: list[Any], where: str, role: str | None = None, form: str | None = None,
+                   options: dict[str, Any] | None = None, disconnected: Any = None,
+                   truncate: bool | None = None) -> Outcome:
+        """Check, count, queue and run ``items`` (``where``: their JSON path, for refusals); the records in
+        order. ``disconnected``: makes an awaitable that finishes when the client goes away (its job is
+        then dropped, and nothing is answered). ``truncate=False`` refuses an input the artifact would
+        cut (text-embeddings-inference's option); None or True: the artifact's own policy."""
+        limits = self.options.limits
+        if len(items) > limits.max_items:
+            raise Problem("too_large", f"{where}: {len(items)} inputs, over the limit of {limits.max_items} "
+                                       "per request (--max-items)", where)
+        characters = sum(_characters(i) for i in items)
+        if characters > limits.max_characters:
+            raise Problem("too_large", f"{where}: {characters} characters, over the limit of "
+                                       f"{limits.max_characters} per request (--max-characters)", where)
+        applied = self.role(role, "$.role" if role is not None else where)
+        try:
+            checked = [self.family.check_item(i, item) for i, item in enumerate(items)]
+            parts = self.family.encode(self.engine.context, 0, checked, role=applied)
+        except Exception as e:
+            raise from_sdk(e, where) from None
+        tokens = [sum(len(enc.ids) + p.expansion_rows for p in ps for enc in p.encodings) for ps in parts]
+        truncated = [any(p.truncated for p in ps) for ps in parts]
+        if truncate is False and any(truncated):
+            k = truncated.index(True)
+            raise Problem("too_large", f"{where}[{k}]: longer than the model's {self.engine.abi['input']['max_length']} "
+                                       "tokens, and truncate is false", f"{where}[{k}]")
+        if sum(tokens) > limits.max_tokens:
+            raise Problem("too_large", f"{where}: {sum(tokens)} tokens, over the limit of {limits.max_tokens} "
+                                       "per request (--max-tokens)", where)
+        name = applied.name if applied is not None else None
+        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=checked, tokens=sum(tokens),
+                  run=self._runner(name, form, options or {}))
+        records = await self._submit(job, where, disconnected)
+        return Outcome(list(records), sum(tokens), truncated)
+
+    def _runner(self, role: str | None, form: str | None, options: dict[str, Any]) -> Any:
+        engine, family = self.engine, self.family
+        if form is not None:
+            return lambda items: family.records(engine.embed(items, role=role, form=form))
+        return lambda items: family.records(engine.decide(items, role=role, **options))
+
+    async def _submit(self, job: Job, where: str, disconnected: Any) -> Sequence[dict[str, Any]]:
+        work = asyncio.ensure_future(self.batcher.submit(job))
+        waits = {work} if disconnected is None else {work, asyncio.ensure_future(disconnected())}
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits - {work}:
+                w.cancel()
+        if work not in done:  # the client went away: drop its job (or its running batch's answer)
+            work.cancel()
+            if self.metrics is not None:
+                self.metrics.cancelled.labels(self.name).inc()
+            raise ClientGone()
+        try:
+            return work.result()
+        except Overloaded as e:
+            raise Problem("overloaded", str(e), headers={"Retry-After": str(self.options.batching.retry_after_s)}) from None
+        except Closed as e:
+            raise Problem("unavailable", str(e)) from None
+        except Exception as e:
+            raise from_sdk(e, where) from None
+
+    async def close(self) -> None:
+        await self.batcher.close()
+        self.engine.close()
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer; nothing is sent."""
+
+
+def _characters(item: Any) -> int:
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, (list, tuple)):
+        return sum(_characters(i) for i in item)
+    return 0
+
+
+def load_served(specs: Sequence[str], options: HttpOptions, metrics: Any = None, **load_kwargs: Any) -> list[Served]:
+    """Load each ``PATH`` or ``NAME=PATH`` (name: letters, digits, '_', '.', '-'; default: the artifact's
+    name), refuse two models of one name, and warm each up."""
+    import readout_sdk
+    from readout_sdk.errors import InputRefused
+
+    served: list[Served] = []
+    try:
+        for spec in specs:
+            name, _, path = spec.rpartition("=") if "=" in spec and not Path(spec).exists() else ("", "", spec)
+            engine = readout_sdk.load(path, **load_kwargs)
+            try:
+                final = model_name(engine.abi, name or None)
+                if any(s.name == final for s in served):
+                    raise InputRefused(f"{spec}: two served models are named {final!r}; name one NAME=PATH")
+            except Exception:
+                engine.close()
+                raise
+            served.append(Served(final, engine, options, metrics))
+        for s in served:
+            s.warm_up()
+    except BaseException:
+        for s in served:
+            s.engine.close()
+        raise
+    return served

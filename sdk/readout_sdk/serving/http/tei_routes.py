@@ -1,0 +1,225 @@
+"""text-embeddings-inference's routes, for the families that have them, answering in its shapes.
+
+``/embed`` (embedding), ``/embed_sparse`` (sparse), ``/embed_all`` (late interaction: the kept rows'
+vectors), ``/rerank`` (a one-score cross-encoder), ``/predict`` (classifiers, regression, cross-encoders),
+``/tokenize``, ``/info``, ``/health``, ``/metrics``, and ``POST /`` (the Hugging Face Inference API's
+shape, ``{"inputs", "parameters"}``, dispatched on the family as text-embeddings-inference does).
+
+Where a request's option would change what the record says the output means, it is refused rather than
+followed: ``normalize`` must agree with the record's readout; ``raw_scores: true`` is refused (the
+record's score type is the output's meaning). ``truncate: false`` refuses an input the artifact would
+cut; absent, the artifact's own policy applies. ``prompt_name`` names an input role (text-embeddings-
+inference's name for sentence-transformers' prompts).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from readout_sdk.serving.http import body as B
+from readout_sdk.serving.http.app import Answer, Server, disconnected
+from readout_sdk.serving.http.problems import Problem
+
+VERSION = "readout-abi/1"
+
+
+def family(served: Any, route: str, *names: str) -> None:
+    if served.family.name not in names:
+        raise Problem("not_supported", f"{route}: model {served.name!r} is a {served.family.name} model; this route "
+                                       f"serves {' and '.join(names)} models")
+
+
+def role(doc: dict[str, Any]) -> str | None:
+    """The input role: ``prompt_name`` (text-embeddings-inference) or ``role``."""
+    return B.string(doc, "prompt_name") or B.string(doc, "role")
+
+
+async def run(request: Any, served: Any, doc: dict[str, Any], items: list[Any], where: str,
+              form: str | None = None, options: dict[str, Any] | None = None) -> Any:
+    return await served.call(items, where, role=role(doc), form=form, options=options,
+                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
+
+
+async def embed(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, "/embed", "embedding")
+    texts, _ = B.texts(doc, "inputs")
+    normalize = B.boolean(doc, "normalize", None)
+    if normalize is not None and normalize != served.normalized:
+        raise Problem("validation", f"$.normalize: model {served.name!r} makes {'' if served.normalized else 'un'}"
+                                    f"normalized vectors (its record's readout); normalize={str(normalize).lower()} "
+                                    "would change their meaning", "$.normalize")
+    form = served.form_for(B.integer(doc, "dimensions", None), "$.dimensions")
+    outcome = await run(request, served, doc, texts, "$.inputs", form=form)
+    return Answer([r["embedding"] for r in outcome.records], served)
+
+
+async def embed_sparse(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, "/embed_sparse", "sparse")
+    texts, _ = B.texts(doc, "inputs")
+    outcome = await run(request, served, doc, texts, "$.inputs")
+    return Answer([[{"index": int(i), "value": float(v)} for i, v in zip(r["indices"], r["values"])]
+                   for r in outcome.records], served)
+
+
+async def embed_all(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, "/embed_all", "late_interaction")
+    texts, _ = B.texts(doc, "inputs")
+    outcome = await run(request, served, doc, texts, "$.inputs")
+    return Answer([r["token_vectors"] for r in outcome.records], served)
+
+
+async def rerank(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, "/rerank", "cross_encoder")
+    if len(served.engine.labels or ()) != 1:
+        raise Problem("not_supported", f"/rerank: model {served.name!r} gives {len(served.engine.labels)} scores per "
+                                       "pair; rerank needs one (use /predict)")
+    query = B.field(doc, "query", lambda v: isinstance(v, str), "a string")
+    texts, _ = B.texts(doc, "texts")
+    _no_raw_scores(doc, served)
+    outcome = await run(request, served, doc, [(query, t) for t in texts], "$.texts")
+    ranked = sorted(range(len(texts)), key=lambda i: (-outcome.records[i]["score"], i))  # ties keep input order
+    back = B.boolean(doc, "return_text", False)
+    top = B.integer(doc, "top_n", None)
+    return Answer([{"index": i, "score": outcome.records[i]["score"], **({"text": texts[i]} if back else {})}
+                   for i in ranked[:top]], served)
+
+
+async def predict(request: Any, server: Server) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, "/predict", "sequence_classification", "multilabel_classification", "regression", "cross_encoder")
+    _no_raw_scores(doc, served)
+    items, single = _predict_inputs(doc, pairs=served.family.name == "cross_encoder")
+    outcome = await run(request, served, doc, items, "$.inputs")
+    out = [_predictions(served, r) for r in outcome.records]
+    return Answer(out[0] if single else out, served)
+
+
+def _predict_inputs(doc: dict[str, Any], pairs: bool) -> tuple[list[Any], bool]:
+    """text-embeddings-inference's PredictInput: a string, a pair [a, b], or a batch [[a], [a, b], ...]."""
+    value = B.field(doc, "inputs", lambda v: isinstance(v, (str, list)), "a string, a pair, or a batch of them")
+    if isinstance(value, str):
+        sequences, single = [[value]], True
+    elif value and all(isinstance(v, str) for v in value):
+        if len(value) > 2:
+            raise Problem("malformed", f"$.inputs: {len(value)} strings; a sequence is one string or a pair "
+                                       "(a batch is a list of lists)", "$.inputs")
+        sequences, single = [value], True
+    elif value and all(isinstance(v, list) for v in value):
+        sequences, single = value, False
+    else:
+        raise Problem("validation" if not value else "malformed",
+                      "$.inputs: expected a string, a pair [a, b], or a batch [[a], [a, b], ...]", "$.inputs")
+    items = []
+    for i, s in enumerate(sequences):
+        where = "$.inputs" if single else f"$.inputs[{i}]"
+        if not 1 <= len(s) <= 2 or not all(isinstance(t, str) for t in s):
+            raise Problem("malformed", f"{where}: a sequence is one string or a pair of strings", where)
+        if pairs != (len(s) == 2):
+            raise Problem("validation", f"{where}: this model takes {'(query, document) pairs' if pairs else 'one text'}",
+                          where)
+        items.append(tuple(s) if pairs else s[0])
+    return items, single
+
+
+def _predictions(served: Any, rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record as text-embeddings-inference's predictions: every label with its score, best first
+    (regression: every named value, in the record's label order)."""
+    name = served.family.name
+    if name == "regression":
+        return [{"label": k, "score": v} for k, v in rec["values"].items()]
+    if name == "cross_encoder":
+        scores = dict(zip(served.engine.labels or ["score"], rec["scores"]))
+    else:
+        scores = rec["scores"]
+    return [{"label": k, "score": v} for k, v in sorted(scores.items(), key=lambda kv: -kv[1])]
+
+
+def _no_raw_scores(doc: dict[str, Any], served: Any) -> None:
+    if B.boolean(doc, "raw_scores", False):
+        raise Problem("validation", f"$.raw_scores: model {served.name!r} answers in its record's score type "
+                                    f"({served.engine.abi['output'].get('score_type')}); raw scores are not served",
+                      "$.raw_scores")
+
+
+async def tokenize(request: Any, server: Server) -> Answer:
+    """Each input's tokens: id, text (the input's characters, or the special token), special, start, stop."""
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    texts, _ = B.texts(doc, "inputs")
+    special = B.boolean(doc, "add_special_tokens", True)
+    applied = served.role(role(doc), "$.prompt_name")
+    prompt = applied.prompt if applied is not None else ""
+    limits = server.options.limits
+    if len(texts) > limits.max_items:
+        raise Problem("too_large", f"$.inputs: {len(texts)} inputs, over the limit of {limits.max_items} (--max-items)")
+    shown = [prompt + t for t in texts]
+    encoded = served.engine.tokenizer.encode_batch(shown, add_special_tokens=special)
+    out = []
+    for text, enc in zip(shown, encoded):
+        tokens = []
+        for i, tok, mask, (start, stop) in zip(enc.ids, enc.tokens, enc.special_tokens_mask, enc.offsets):
+            tokens.append({"id": i, "text": tok if mask else text[start:stop], "special": bool(mask),
+                           "start": None if mask else start, "stop": None if mask else stop})
+        out.append(tokens)
+    return Answer(out, served)
+
+
+async def info(request: Any, server: Server) -> Answer:
+    """text-embeddings-inference's /info, plus what this artifact is: family, target, roles, release id."""
+    served = server.routed(request)
+    abi = served.engine.abi
+    name = served.family.name
+    labels = list(served.engine.labels or [])
+    if name == "embedding":
+        model_type: dict[str, Any] = {"embedding": {"pooling": (abi.get("readout") or {}).get("pooling")}}
+    elif name == "cross_encoder":
+        model_type = {"reranker": {"id2label": dict(enumerate(labels)), "label2id": {k: i for i, k in enumerate(labels)}}}
+    elif labels:
+        model_type = {"classifier": {"id2label": dict(enumerate(labels)), "label2id": {k: i for i, k in enumerate(labels)}}}
+    else:
+        model_type = {name: {}}
+    b, lim = server.options.batching, server.options.limits
+    return Answer({"model_id": served.name, "model_sha": served.release_id, "model_dtype": served.engine.precision,
+                   "model_type": model_type, "max_concurrent_requests": b.max_queue_items,
+                   "max_input_length": abi["input"]["max_length"], "max_batch_tokens": b.max_batch_tokens,
+                   "max_batch_requests": b.max_batch_items, "max_client_batch_size": lim.max_items,
+                   "tokenization_workers": 1, "version": VERSION, "sha": None, "docker_label": None,
+                   "family": name, "target": served.engine.target.name, "release_id": served.release_id,
+                   "roles": list(served.engine.roles), "default_role": served.engine.default_role,
+                   "forms": list(served.engine.forms)}, served)
+
+
+async def health(request: Any, server: Server) -> Answer:
+    """200 once every model is loaded and warmed up (the port opens only then); 503 while draining."""
+    if server.draining:
+        raise Problem("unavailable", "draining: the server is stopping")
+    return Answer({"status": "ok", "models": list(server.models)})
+
+
+async def metrics(request: Any, server: Server) -> Answer:
+    return Answer(server.metrics.exposition()[0])
+
+
+async def hf_inference(request: Any, server: Server) -> Answer:
+    """``POST /``: the Inference API's shape (huggingface_hub's InferenceClient pointed at this URL),
+    dispatched on the model's family."""
+    from readout_sdk.serving.http import typed_routes
+
+    served = server.routed(request)
+    route = {"embedding": embed, "sparse": embed_sparse, "late_interaction": embed_all,
+             "token_classification": typed_routes.entities, "extractive_qa": typed_routes.answers,
+             "multiple_choice": typed_routes.choices}.get(served.family.name, predict)
+    return await route(request, server)
+
+
+ROUTES = [("/embed", "POST", embed), ("/embed_sparse", "POST", embed_sparse), ("/embed_all", "POST", embed_all),
+          ("/rerank", "POST", rerank), ("/predict", "POST", predict), ("/tokenize", "POST", tokenize),
+          ("/info", "GET", info), ("/", "POST", hf_inference)]

@@ -1,0 +1,67 @@
+"""Typed routes for what OpenAI's and text-embeddings-inference's APIs lack: ``/entities`` (token
+classification), ``/answers`` (extractive QA), ``/choices`` (multiple choice), ``/token_vectors`` (late
+interaction, with each kept row's token). Each answers ``{"model", "release_id", "results"}``, one SDK
+serving record per input (`readout_sdk.serving.records`: the same record Triton and Ray return)."""
+from __future__ import annotations
+
+from typing import Any
+
+from readout_sdk.serving.http import body as B
+from readout_sdk.serving.http.app import Answer, Server
+from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.tei_routes import family, run
+
+
+async def entities(request: Any, server: Server) -> Answer:
+    return await _texts(request, server, "/entities", "token_classification")
+
+
+async def token_vectors(request: Any, server: Server) -> Answer:
+    return await _texts(request, server, "/token_vectors", "late_interaction")
+
+
+async def answers(request: Any, server: Server) -> Answer:
+    return await _objects(request, server, "/answers", "extractive_qa")
+
+
+async def choices(request: Any, server: Server) -> Answer:
+    return await _objects(request, server, "/choices", "multiple_choice")
+
+
+async def _texts(request: Any, server: Server, route: str, name: str) -> Answer:
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, route, name)
+    texts, _ = B.texts(doc, "inputs")
+    outcome = await run(request, served, doc, texts, "$.inputs")
+    return _answer(served, outcome.records)
+
+
+async def _objects(request: Any, server: Server, route: str, name: str) -> Answer:
+    """Inputs as objects of the family's fields (question and context; question and choices): one, or a list."""
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    family(served, route, name)
+    value = B.field(doc, "inputs", lambda v: isinstance(v, (dict, list)), "an object or a list of objects")
+    rows = [value] if isinstance(value, dict) else value
+    if not rows:
+        raise Problem("validation", "$.inputs: the list is empty", "$.inputs")
+    items = []
+    for i, row in enumerate(rows):
+        where = "$.inputs" if isinstance(value, dict) else f"$.inputs[{i}]"
+        if not isinstance(row, dict):
+            raise Problem("malformed", f"{where}: expected an object with {', '.join(served.family.fields)}", where)
+        try:
+            items.append(served.family.row_item(i, row))
+        except (TypeError, ValueError) as e:
+            raise Problem("validation", f"{where}: {str(e).splitlines()[0]}", where) from None
+    outcome = await run(request, served, doc, items, "$.inputs")
+    return _answer(served, outcome.records)
+
+
+def _answer(served: Any, records: list[dict[str, Any]]) -> Answer:
+    return Answer({"model": served.name, "release_id": served.release_id, "results": records}, served)
+
+
+ROUTES = [("/entities", "POST", entities), ("/answers", "POST", answers), ("/choices", "POST", choices),
+          ("/token_vectors", "POST", token_vectors)]
