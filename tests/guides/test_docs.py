@@ -110,8 +110,8 @@ def test_runnable_block(docs_artifacts, block):
 
 
 def test_every_shell_and_python_block_runs_or_says_why_not():
-    """run, setup or "skip: REASON" on every bash/python fence (a bare ```bash is an example nobody runs)."""
-    unmarked = [b.where for b in code_blocks() if b.mode not in ("run", "setup", "skip") or
+    """run, setup, server or "skip: REASON" on every bash/python fence (a bare ```bash is an example nobody runs)."""
+    unmarked = [b.where for b in code_blocks() if b.mode not in ("run", "setup", "skip", "server") or
                 (b.mode == "skip" and len(b.reason) < 10)]
     assert not unmarked, f"blocks that neither run nor say why not: {unmarked}"
 

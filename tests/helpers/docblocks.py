@@ -5,6 +5,9 @@ Every ``bash`` or ``python`` block of the docs carries one of:
 - ``run``: the docs test runs it as shown, in the repository root, in file order (tests/guides/test_docs.py);
 - ``setup``: the docs fixture runs it as shown before any ``run`` block, in file order (it is how a new
   user makes the artifacts the ``run`` blocks use: tests/conftest.py ``docs_artifacts``);
+- ``server``: an HTTP client example; tests/serving/test_http.py runs it as shown against a live
+  ``readout-export serve-http`` (its address and key in place of ``http://127.0.0.1:8080`` and
+  ``my-secret-key``);
 - ``skip: REASON``: not run here, and REASON says why (it installs packages, needs a GPU, a running
   server or a cluster, or another test runs the same thing) — shown in the page's source only.
 """

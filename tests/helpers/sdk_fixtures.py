@@ -38,7 +38,9 @@ SPECS = {
     "sparse": (lambda d: Path(__import__("cognition").__file__).parent / "model", {"family": "sparse"}),
     "choice": (lambda d: synthetic.make_model("bert", "multiple_choice", d), {"family": "multiple_choice"}),
     "late": (lambda d: synthetic.make_late_model(d), {"family": "late_interaction", "readout": {"rows": "content"}}),
-    "roles": (lambda d: synthetic.make_role_model(d, include_prompt=False), {"family": "embedding"}),
+    # a declared 128-wide float32 form too (Matryoshka prefix): what OpenAI's `dimensions` picks over HTTP
+    "roles": (lambda d: synthetic.make_role_model(d, include_prompt=False),
+              {"family": "embedding", "vectors": {"widths": [128]}}),
 }
 
 

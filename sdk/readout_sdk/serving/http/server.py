@@ -37,6 +37,12 @@ def run(specs: Sequence[str], options: HttpOptions = HttpOptions(), on_ready: Ca
             app.state.server.draining = True  # /health says 503 while in-flight requests finish
             super().handle_exit(sig, frame)
 
+        async def shutdown(self, sockets: Any = None) -> None:
+            await super().shutdown(sockets)
+            # uvicorn re-raises the signal it caught once shut down (so the process dies of it, exit 143);
+            # a server that drained as asked has stopped cleanly: exit 0
+            getattr(self, "_captured_signals", []).clear()
+
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level=log_level, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=options.drain_timeout_s,
                             limit_concurrency=None, server_header=False)
