@@ -23,7 +23,6 @@ import asyncio
 import base64
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
