@@ -241,12 +241,19 @@ def test_metrics_count_requests_batches_and_errors(server, http, engines):
 
 
 # ---- back-pressure and draining -----------------------------------------------------------------
-def test_overload_is_answered_429_and_sigterm_drains(shared, engines):
+def test_overload_is_answered_429_a_gone_client_is_dropped_and_sigterm_drains(shared, engines):
     """A small queue: 64 concurrent clients; every answer is the SDK's vectors or a 429 with Retry-After,
-    none lost. Then SIGTERM while requests are in flight: each still gets its answer; exit 0."""
+    none lost. A client that gives up is counted as cancelled. Then SIGTERM while requests are in flight:
+    each still gets its answer (some after the signal), and the server exits 0."""
+    import time
+
+    from readout_sdk.serving.http.metrics import metric_value
+
     texts = [f"{t} {u}" for t in TEXTS for u in TEXTS[:4]]
     want = {t: v for t, v in zip(texts, engines["minilm"].embed(texts).vectors)}
-    with HttpServer([f"minilm={shared('embedding')[1]}"], "--max-queue-items", "16", "--max-batch-items", "16",
+    long = [" ".join(TEXTS[k:] + TEXTS[:k]) for k in range(4)]  # each cut at 256 tokens: slow to run
+    want_long = engines["minilm"].embed(long).vectors
+    with HttpServer([f"minilm={shared('embedding')[1]}"], "--max-queue-items", "32", "--max-batch-items", "16",
                     "--max-wait-ms", "5") as s:
         def client(k: int) -> tuple[int, list[str], httpx.Response]:
             batch = [texts[(k * 7 + j) % len(texts)] for j in range(4)]
@@ -259,23 +266,40 @@ def test_overload_is_answered_429_and_sigterm_drains(shared, engines):
         assert set(codes) <= {200, 429} and codes.count(429) > 0 and codes.count(200) > 0
         for _, batch, r in outcomes:
             if r.status_code == 429:
-                assert r.headers["retry-after"] == "1" and "--max-queue-items 16" in r.json()["error"]["message"]
+                assert r.headers["retry-after"] == "1" and "--max-queue-items 32" in r.json()["error"]["message"]
                 continue
             got = [np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in r.json()["data"]]
             np.testing.assert_allclose(got, [want[t] for t in batch], atol=1e-6)
-        with ThreadPoolExecutor(12) as pool:
-            slow = [pool.submit(lambda: httpx.post(s.url + "/embed", json={"inputs": [" ".join(TEXTS)] * 12}, timeout=120))
-                    for _ in range(12)]
-            import time
-            time.sleep(0.5)
+
+        def slow() -> tuple[httpx.Response, float]:
+            r = httpx.post(s.url + "/embed", json={"inputs": long}, timeout=120)
+            return r, time.monotonic()
+
+        with ThreadPoolExecutor(8) as pool:  # 8 x 4 long inputs fill the queue of 32; one more client gives up
+            busy = [pool.submit(slow) for _ in range(7)]
+            time.sleep(0.1)
+            with pytest.raises(httpx.TimeoutException):
+                httpx.post(s.url + "/embed", json={"inputs": long}, timeout=0.05)
+            [b.result() for b in busy]
+            cancelled = metric_value(httpx.get(s.url + "/metrics").text, "readout_cancelled_requests_total",
+                                     model="minilm")
+            draining = [pool.submit(slow) for _ in range(8)]
+            deadline = time.monotonic() + 20
+            waiting = 0.0
+            while waiting < 12 and time.monotonic() < deadline:  # a batch runs and >= 3 requests wait behind it
+                waiting = metric_value(httpx.get(s.url + "/metrics").text, "readout_queue_items", model="minilm")
+            signalled = time.monotonic()
             code = s.stop()
-            answers = [f.result() for f in slow]
-    assert code == 0
-    assert all(a.status_code in (200, 429) for a in answers) and any(a.status_code == 200 for a in answers)
-    want_long = engines["minilm"].embed([" ".join(TEXTS)]).vectors[0]
-    for a in answers:
-        if a.status_code == 200:
-            np.testing.assert_allclose(a.json()[0], want_long, atol=1e-6)
+            answers = [f.exception() or f.result() for f in draining]
+    assert cancelled == 1
+    assert code == 0 and waiting >= 12
+    done = [a for a in answers if not isinstance(a, Exception)]
+    # every request the server held was answered, some after the signal; only ones not yet accepted are refused
+    assert all(isinstance(a, httpx.ConnectError) for a in answers if isinstance(a, Exception))
+    assert [r.status_code for r, _ in done] == [200] * len(done)
+    assert sum(t > signalled for _, t in done) >= 3
+    for r, _ in done:
+        np.testing.assert_allclose(r.json(), want_long, atol=1e-6)
 
 
 # ---- the docs' client examples -------------------------------------------------------------------

@@ -17,7 +17,6 @@ import numpy as np
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.app import Answer, Server, disconnected
 from readout_sdk.serving.http.problems import Problem
-from readout_sdk.serving.http.tokens import TokenText
 
 ENCODINGS = ("float", "base64")
 
@@ -50,22 +49,16 @@ def _inputs(doc: dict[str, Any], served: Any) -> list[str]:
     if not value:
         raise Problem("validation", "$.input: the list is empty", "$.input")
     if all(isinstance(v, int) and not isinstance(v, bool) for v in value):  # one token array
-        return [_token_text(served).text(value, "$.input")]
+        return [served.token_text.text(value, "$.input")]
     out = []
     for i, v in enumerate(value):
         if isinstance(v, str):
             out.append(v)
         elif isinstance(v, list):
-            out.append(_token_text(served).text(v, f"$.input[{i}]"))
+            out.append(served.token_text.text(v, f"$.input[{i}]"))
         else:
             raise Problem("malformed", f"$.input[{i}]: expected a string or a token array, got {B.kind(v)}", f"$.input[{i}]")
     return out
-
-
-def _token_text(served: Any) -> TokenText:
-    if getattr(served, "_token_text", None) is None:
-        served._token_text = TokenText(served.engine)
-    return served._token_text
 
 
 def _encoded(vector: Any, encoding: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
 from readout_sdk.serving.http.options import HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
+from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
 
 # one input per family's input kind, run once at load so the first client does not pay for first-call costs
@@ -41,6 +42,9 @@ class Served:
         self.options = options
         self.batcher = Batcher(name, options.batching, metrics)
         self.metrics = metrics
+        self.width: int | None = None        # embeddings: the full vector's width (read at warm-up)
+        self.normalized: bool | None = None  # embeddings: whether the record's readout L2-normalizes them
+        self._token_text: TokenText | None = None
 
     @property
     def release_id(self) -> str:
@@ -54,8 +58,12 @@ class Served:
             self.width = int(result.vectors.shape[1])
             self.normalized = bool(result.normalized)
 
-    width: int | None = None        # embeddings: the full vector's width
-    normalized: bool | None = None  # embeddings: whether the record's readout L2-normalizes them
+    @property
+    def token_text(self) -> TokenText:
+        """Token arrays as text for this artifact (`tokens`), made on first use."""
+        if self._token_text is None:
+            self._token_text = TokenText(self.engine)
+        return self._token_text
 
     def form_for(self, dimensions: int | None, where: str) -> str | None:
         """The declared float32 vector form of ``dimensions`` leading dims (None: the full vector); 422

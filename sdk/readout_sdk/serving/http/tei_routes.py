@@ -179,7 +179,10 @@ async def info(request: Any, server: Server) -> Answer:
     name = served.family.name
     labels = list(served.engine.labels or [])
     if name == "embedding":
-        model_type: dict[str, Any] = {"embedding": {"pooling": (abi.get("readout") or {}).get("pooling")}}
+        pooling = (abi.get("readout") or {}).get("pooling")  # the record's list of poolings; a string where one
+        if isinstance(pooling, list):
+            pooling = pooling[0] if len(pooling) == 1 else "+".join(pooling)
+        model_type: dict[str, Any] = {"embedding": {"pooling": pooling}}
     elif name == "cross_encoder":
         model_type = {"reranker": {"id2label": dict(enumerate(labels)), "label2id": {k: i for i, k in enumerate(labels)}}}
     elif labels:
