@@ -78,6 +78,7 @@ def test_every_family_is_evaluated_by_a_task_and_can_fit_what_it_lists():
 
 
 FAMILY_STRING = re.compile(r'"(%s)"' % "|".join(REGISTRY))
+WIRE_NAME = "# wire name, not a family"
 
 
 def test_no_family_is_named_outside_the_family_modules():
@@ -88,7 +89,11 @@ def test_no_family_is_named_outside_the_family_modules():
             rel = path.relative_to(ROOT)
             if "famil" in str(rel):
                 continue
-            if FAMILY_STRING.search(path.read_text(encoding="utf-8")):
+            # a line naming another API's field that happens to equal a family name (OpenAI's object type
+            # "embedding") says so at its end, and only that line is exempt
+            text = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines()
+                             if not line.rstrip().endswith(WIRE_NAME))
+            if FAMILY_STRING.search(text):
                 spread.append(str(rel))
     assert spread == [], spread
 

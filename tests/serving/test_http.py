@@ -188,7 +188,7 @@ BAD = [  # (path, body, headers, status, message part)
     ("/v1/embeddings", {"model": "minilm", "input": ["fine", "   "]}, None, 422, "item 1"),
     ("/v1/embeddings", {"model": "minilm", "input": ["a", 3]}, None, 400, "$.input[1]: expected a string"),
     ("/v1/embeddings", {"model": "nope", "input": "a"}, None, 404, "model 'nope' is not served here"),
-    ("/v1/embeddings", {"model": "sentiment", "input": "a"}, None, 422, "use /predict"),
+    ("/v1/embeddings", {"model": "sentiment", "input": "a"}, None, 422, "sequence_classification model, served by /predict"),
     ("/v1/embeddings", {"model": "minilm", "input": "a", "encoding_format": "int8"}, None, 422, "encoding_format"),
     ("/v1/embeddings", {"model": "minilm", "input": "a", "role": "query"}, None, 422, "it declares no roles"),
     ("/v1/embeddings", {"model": "minilm", "input": "a"}, {}, 401, "missing API key"),
@@ -199,7 +199,7 @@ BAD = [  # (path, body, headers, status, message part)
     ("/embed", {"inputs": "word " * 400, "truncate": False}, None, 413, "truncate is false"),
     ("/models/cross/rerank", {"query": "q", "texts": ["a"], "raw_scores": True}, None, 422, "raw scores are not served"),
     ("/models/sentiment/predict", {"inputs": ["a", "b", "c"]}, None, 400, "3 strings"),
-    ("/models/sentiment/rerank", {"query": "q", "texts": ["a"]}, None, 422, "serves cross_encoder models"),
+    ("/models/sentiment/rerank", {"query": "q", "texts": ["a"]}, None, 422, "served by /predict"),
     ("/models/qa/answers", {"inputs": [{"question": "q"}]}, None, 422, "missing field 'context'"),
     ("/models/nope/embed", {"inputs": "a"}, None, 404, "model 'nope' is not served here"),
     ("/nowhere", {}, None, 404, "no such route"),
@@ -231,6 +231,9 @@ def test_metrics_count_requests_batches_and_errors(server, http, engines):
         replies = list(pool.map(lambda t: post(http, "/embed", {"inputs": [t]}).json()[0], TEXTS * 2))
     np.testing.assert_allclose(replies, engines["minilm"].embed(TEXTS * 2).vectors, atol=1e-6)
     assert httpx.get(server.url + "/metrics").status_code == 401
+    preflight = httpx.options(server.url + "/embed", headers={"Origin": "http://app.example",
+                                                             "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in preflight.headers  # CORS is off unless origins are named
     text = http.get("/metrics").text
     assert metric_value(text, "readout_http_requests_total", route="/embed", model="minilm", status=200) >= 2 * len(TEXTS)
     assert metric_value(text, "readout_batch_items_count", model="minilm") < metric_value(
@@ -254,7 +257,17 @@ def test_overload_is_answered_429_a_gone_client_is_dropped_and_sigterm_drains(sh
     long = [" ".join(TEXTS[k:] + TEXTS[:k]) for k in range(4)]  # each cut at 256 tokens: slow to run
     want_long = engines["minilm"].embed(long).vectors
     with HttpServer([f"minilm={shared('embedding')[1]}"], "--max-queue-items", "32", "--max-batch-items", "16",
-                    "--max-wait-ms", "5") as s:
+                    "--max-wait-ms", "5", "--max-characters", "5000", "--max-tokens", "800",
+                    "--cors-origin", "http://app.example") as s:
+        assert s.url.startswith("http://127.0.0.1:")  # loopback unless --host says otherwise
+        for doc, limit in (({"inputs": long * 2}, "--max-characters"), ({"inputs": ["alpha beta gamma delta"] * 150}, "--max-tokens")):
+            r = httpx.post(s.url + "/embed", json=doc, timeout=60)
+            assert r.status_code == 413 and limit in r.json()["error"], r.text
+        preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+        allowed = httpx.options(s.url + "/embed", headers={"Origin": "http://app.example", **preflight})
+        other = httpx.options(s.url + "/embed", headers={"Origin": "http://evil.example", **preflight})
+        assert allowed.headers.get("access-control-allow-origin") == "http://app.example"
+        assert "access-control-allow-origin" not in other.headers
         def client(k: int) -> tuple[int, list[str], httpx.Response]:
             batch = [texts[(k * 7 + j) % len(texts)] for j in range(4)]
             return k, batch, httpx.post(s.url + "/v1/embeddings", json={"model": "minilm", "input": batch,
@@ -295,7 +308,7 @@ def test_overload_is_answered_429_a_gone_client_is_dropped_and_sigterm_drains(sh
     assert code == 0 and waiting >= 12
     done = [a for a in answers if not isinstance(a, Exception)]
     # every request the server held was answered, some after the signal; only ones not yet accepted are refused
-    assert all(isinstance(a, httpx.ConnectError) for a in answers if isinstance(a, Exception))
+    assert all(isinstance(a, httpx.ConnectError) for a in answers if isinstance(a, Exception)), answers
     assert [r.status_code for r, _ in done] == [200] * len(done)
     assert sum(t > signalled for _, t in done) >= 3
     for r, _ in done:

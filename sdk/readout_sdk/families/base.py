@@ -126,6 +126,8 @@ class Family:
     stages: ClassVar[tuple[str, ...]] = ()        # readout stages after the head, in order (exporter)
     decision: ClassVar[str | None] = None         # the decision rule the record states and this SDK executes
     record_keys: ClassVar[tuple[str, ...]] = ()   # the serving record's keys
+    # the HTTP routes that serve it (`readout_sdk.serving.http`); the first is what ``POST /`` dispatches to
+    http_routes: ClassVar[tuple[str, ...]] = ()
     metric_names: ClassVar[tuple[str, ...]] = ()  # decision-level parity metrics (raw errors come on top)
     raw_metric_names: ClassVar[tuple[str, ...]] = ("max_abs_error", "mean_abs_error", "max_rel_error")
     bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against

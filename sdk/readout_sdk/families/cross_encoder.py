@@ -27,6 +27,7 @@ class CrossEncoderFamily(Family):
     decision = "sort by score, descending; ties keep input order"
     metric_names = ("rank_correlation", "topk_agreement", "argmax_agreement")
     record_keys = ("score", "scores", "truncated")
+    http_routes = ("/predict", "/rerank")
 
     def decide(self, ctx: Context, item: tuple[str, str], outs: list[dict[str, np.ndarray]], parts: Any,
                truncated: bool) -> Scored:

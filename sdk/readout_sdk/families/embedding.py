@@ -31,6 +31,7 @@ class EmbeddingFamily(Family):
     stages = ("pool", "project", "normalize")
     metric_names = ("min_cosine", "mean_cosine", "knn10_overlap", "rank_correlation")
     record_keys = ("embedding", "truncated")
+    http_routes = ("/embed", "/v1/embeddings")
     bench_peer = "sentence-transformers"
     bench_metric = "min_cosine"
     bench_tiers = (0.99999, 0.9999, 0.999, 0.99)

@@ -76,6 +76,7 @@ class ExtractiveQAFamily(Family):
     decision = "best span over all windows by p_start * p_end; the null answer competes when null_policy is cls"
     metric_names = ("span_agreement",)
     record_keys = ("answer", "start", "end", "score", "is_null")
+    http_routes = ("/answers",)
     checked_role = "context"
     uses_offsets = True
     truncation_strategy = "only_second"  # the question is kept whole; the context is windowed

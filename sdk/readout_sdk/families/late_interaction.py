@@ -27,6 +27,7 @@ class LateInteractionFamily(Family):
     stages = ("project", "normalize", "row_mask")
     metric_names = ("maxsim_error",)
     record_keys = ("token_vectors", "tokens", "truncated")
+    http_routes = ("/token_vectors", "/embed_all")
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {"dim": dims["dim"], "normalized": plan.normalize == "l2"}

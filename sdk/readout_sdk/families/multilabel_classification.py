@@ -27,6 +27,7 @@ class MultilabelClassificationFamily(Family):
     decision = "sigmoid(logit) >= threshold, per label"
     metric_names = ("decision_agreement", "set_agreement")
     record_keys = ("labels", "scores", "truncated")
+    http_routes = ("/predict",)
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {"thresholds": plan.thresholds}

@@ -31,6 +31,7 @@ class MultipleChoiceFamily(Family):
     decision = ARGMAX
     metric_names = ("argmax_agreement", "topk_agreement")
     record_keys = ("index", "choice", "score", "scores", "truncated")
+    http_routes = ("/choices",)
 
     def check_item(self, index: int, item: Any) -> tuple[str, list[str]]:
         if not isinstance(item, (tuple, list)) or len(item) != 2:

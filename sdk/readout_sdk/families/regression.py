@@ -26,6 +26,7 @@ class RegressionFamily(Family):
     decision = "the values as they are, one per output name"
     metric_names = ("values_abs_error", "values_scaled_error", "values_rank_correlation")
     record_keys = ("values", "truncated")
+    http_routes = ("/predict",)
 
     def options(self, ctx: Context, top_k: int = 1) -> dict[str, Any]:
         positive_top_k(top_k)  # top_k is checked for classify()'s one signature

@@ -28,6 +28,7 @@ class SequenceClassificationFamily(Family):
     decision = ARGMAX
     metric_names = ("argmax_agreement", "topk_agreement")
     record_keys = ("label", "score", "scores", "truncated", "abstained")
+    http_routes = ("/predict",)
     calibrators = ("temperature", "abstention")
     bench_peer = "text-classification"
 

@@ -25,6 +25,7 @@ class SparseFamily(Family):
     stages = ("log1p_relu", "max_pool")
     metric_names = ("term_overlap",)
     record_keys = ("indices", "values", "tokens", "truncated")
+    http_routes = ("/embed_sparse",)
 
     def output_section(self, plan: Any, dims: Mapping[str, int]) -> dict[str, Any]:
         return super().output_section(plan, dims) | {"vocab": dims["vocab"]}

@@ -43,6 +43,7 @@ class TokenClassificationFamily(Family):
     decision = "argmax per token; entities by the tag scheme and the call's aggregation"
     metric_names = ("entity_agreement",)
     record_keys = ("entities", "truncated")
+    http_routes = ("/entities",)
     bench_peer = "token-classification"
     uses_offsets = True
 

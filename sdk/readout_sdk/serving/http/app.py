@@ -12,9 +12,9 @@ import hmac
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
+from readout_sdk.serving.http.context import Answer, Server
 from readout_sdk.serving.http.metrics import Metrics
 from readout_sdk.serving.http.options import HttpOptions
 from readout_sdk.serving.http.problems import Problem, body as error_body
@@ -26,51 +26,7 @@ RELEASE_HEADER = "X-Readout-Release-Id"
 MODEL_HEADER = "X-Readout-Model"
 
 
-@dataclass
-class Answer:
-    """A route's reply: a JSON document and the model that made it (None: no model involved)."""
-
-    doc: Any
-    served: Served | None = None
-    status: int = 200
-
-
-Handler = Callable[[Any, "Server"], Awaitable[Answer]]
-
-
-class Server:
-    """What every route reads: the served models by name (the first is the default), the options, the
-    metrics, and whether the server is draining."""
-
-    def __init__(self, models: Sequence[Served], options: HttpOptions, metrics: Metrics):
-        if not models:
-            raise ValueError("serve at least one model")
-        self.models = {m.name: m for m in models}
-        self.default = models[0]
-        self.options = options
-        self.metrics = metrics
-        self.draining = False
-
-    def model(self, name: str | None, where: str = "$.model") -> Served:
-        """The model ``name`` names (None: the default, the first served); 404 naming those served."""
-        if name is None:
-            return self.default
-        if name not in self.models:
-            raise Problem("not_found", f"{where}: model {name!r} is not served here; served: "
-                                       f"{', '.join(self.models)}", where)
-        return self.models[name]
-
-    def routed(self, request: Any) -> Served:
-        """The model of a route under /models/{model}/..., else the default."""
-        return self.model(request.path_params.get("model"), "path /models/{model}")
-
-
-async def disconnected(request: Any) -> None:
-    """Finishes when the client goes away (after the body was read, ASGI's receive() waits for this)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
+Handler = Callable[[Any, Server], Awaitable[Answer]]
 
 
 def endpoint(server: Server, route: str, handler: Handler, openai: bool = False, public: bool = False) -> Any:
@@ -153,16 +109,24 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
     def route(path: str, name: str, handler: Handler, method: str = "POST", **kw: Any) -> Any:
         return Route(path, endpoint(server, name, handler, **kw), methods=[method])
 
-    model_routes = [route(p, p, h, m) for p, m, h in tei_routes.ROUTES + typed_routes.ROUTES]
+    model_routes = tei_routes.ROUTES + typed_routes.ROUTES
+    handlers = {path: handler for path, _, handler in model_routes}
+
+    async def hf_inference(request: Any, server: Server) -> Answer:
+        """``POST /``: the Inference API's shape (huggingface_hub's InferenceClient pointed at this URL),
+        answered by the model's family's first route, as text-embeddings-inference dispatches it."""
+        return await handlers[server.routed(request).family.http_routes[0]](request, server)
+
+    model_routes = model_routes + [("/", "POST", hf_inference)]
     routes = [
         route("/v1/embeddings", "/v1/embeddings", openai_routes.embeddings, openai=True),
         route("/v1/models", "/v1/models", openai_routes.models, "GET", openai=True),
         route("/health", "/health", tei_routes.health, "GET", public=True),
         route("/metrics", "/metrics", tei_routes.metrics, "GET"),
-        *model_routes,
+        *[route(p, p, h, m) for p, m, h in model_routes],
         # the same routes for any served model by name: a text-embeddings-inference client pointed at
         # http://host:port/models/NAME speaks to that model
-        Mount("/models/{model}", routes=[route(p, p, h, m) for p, m, h in tei_routes.ROUTES + typed_routes.ROUTES]),
+        Mount("/models/{model}", routes=[route(p, p, h, m) for p, m, h in model_routes]),
     ]
 
     async def not_found(request: Any, exc: Any) -> Any:

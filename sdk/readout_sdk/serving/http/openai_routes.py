@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.app import Answer, Server, disconnected
+from readout_sdk.serving.http.context import Answer, Server, disconnected, serves
 from readout_sdk.serving.http.problems import Problem
 
 ENCODINGS = ("float", "base64")
@@ -24,9 +24,7 @@ ENCODINGS = ("float", "base64")
 async def embeddings(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.model(B.string(doc, "model"))
-    if served.family.name != "embedding":
-        raise Problem("not_supported", f"model {served.name!r} is a {served.family.name} model; /v1/embeddings "
-                                       f"serves embedding models ({_hint(served.family.name)})", "$.model")
+    serves(served, "/v1/embeddings")
     texts = _inputs(doc, served)
     encoding = B.string(doc, "encoding_format", "float")
     if encoding not in ENCODINGS:
@@ -34,7 +32,8 @@ async def embeddings(request: Any, server: Server) -> Answer:
     form = served.form_for(B.integer(doc, "dimensions", None), "$.dimensions")
     outcome = await served.call(texts, "$.input", role=B.string(doc, "role"), form=form,
                                 disconnected=lambda: disconnected(request))
-    data = [{"object": "embedding", "index": i, "embedding": _encoded(r["embedding"], encoding)}
+    vectors = served.family.record_keys[0]  # the record's vector field
+    data = [{"object": "embedding", "index": i, "embedding": _encoded(r[vectors], encoding)}  # wire name, not a family
             for i, r in enumerate(outcome.records)]
     return Answer({"object": "list", "data": data, "model": served.name,
                    "usage": {"prompt_tokens": outcome.tokens, "total_tokens": outcome.tokens},
@@ -64,12 +63,6 @@ def _inputs(doc: dict[str, Any], served: Any) -> list[str]:
 def _encoded(vector: Any, encoding: str) -> Any:
     v = np.asarray(vector, dtype="<f4")
     return base64.b64encode(v.tobytes()).decode("ascii") if encoding == "base64" else v.tolist()
-
-
-def _hint(family: str) -> str:
-    return {"sparse": "use /embed_sparse", "late_interaction": "use /embed_all or /token_vectors",
-            "cross_encoder": "use /rerank or /predict", "token_classification": "use /entities",
-            "extractive_qa": "use /answers", "multiple_choice": "use /choices"}.get(family, "use /predict")
 
 
 async def models(request: Any, server: Server) -> Answer:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from readout_sdk.results import Embeddings
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
 from readout_sdk.serving.http.options import HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
@@ -54,7 +55,7 @@ class Served:
         """One input through the engine (first-run allocations, lazy compiles) before the server says ready;
         for embeddings, it also reads the vectors' full width and whether the record normalizes them."""
         result = self.engine.decide([WARM_UP[self.family.input_kind]])
-        if self.family.name == "embedding":
+        if isinstance(result, Embeddings):
             self.width = int(result.vectors.shape[1])
             self.normalized = bool(result.normalized)
 

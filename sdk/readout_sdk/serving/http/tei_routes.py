@@ -16,33 +16,16 @@ from __future__ import annotations
 from typing import Any
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.app import Answer, Server, disconnected
+from readout_sdk.serving.http.context import Answer, Server, role, run, serves
 from readout_sdk.serving.http.problems import Problem
 
 VERSION = "readout-abi/1"
 
 
-def family(served: Any, route: str, *names: str) -> None:
-    if served.family.name not in names:
-        raise Problem("not_supported", f"{route}: model {served.name!r} is a {served.family.name} model; this route "
-                                       f"serves {' and '.join(names)} models")
-
-
-def role(doc: dict[str, Any]) -> str | None:
-    """The input role: ``prompt_name`` (text-embeddings-inference) or ``role``."""
-    return B.string(doc, "prompt_name") or B.string(doc, "role")
-
-
-async def run(request: Any, served: Any, doc: dict[str, Any], items: list[Any], where: str,
-              form: str | None = None, options: dict[str, Any] | None = None) -> Any:
-    return await served.call(items, where, role=role(doc), form=form, options=options,
-                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
-
-
 async def embed(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, "/embed", "embedding")
+    serves(served, "/embed")
     texts, _ = B.texts(doc, "inputs")
     normalize = B.boolean(doc, "normalize", None)
     if normalize is not None and normalize != served.normalized:
@@ -51,13 +34,14 @@ async def embed(request: Any, server: Server) -> Answer:
                                     "would change their meaning", "$.normalize")
     form = served.form_for(B.integer(doc, "dimensions", None), "$.dimensions")
     outcome = await run(request, served, doc, texts, "$.inputs", form=form)
-    return Answer([r["embedding"] for r in outcome.records], served)
+    vectors = served.family.record_keys[0]  # the record's vector field
+    return Answer([r[vectors] for r in outcome.records], served)
 
 
 async def embed_sparse(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, "/embed_sparse", "sparse")
+    serves(served, "/embed_sparse")
     texts, _ = B.texts(doc, "inputs")
     outcome = await run(request, served, doc, texts, "$.inputs")
     return Answer([[{"index": int(i), "value": float(v)} for i, v in zip(r["indices"], r["values"])]
@@ -67,7 +51,7 @@ async def embed_sparse(request: Any, server: Server) -> Answer:
 async def embed_all(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, "/embed_all", "late_interaction")
+    serves(served, "/embed_all")
     texts, _ = B.texts(doc, "inputs")
     outcome = await run(request, served, doc, texts, "$.inputs")
     return Answer([r["token_vectors"] for r in outcome.records], served)
@@ -76,7 +60,7 @@ async def embed_all(request: Any, server: Server) -> Answer:
 async def rerank(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, "/rerank", "cross_encoder")
+    serves(served, "/rerank")
     if len(served.engine.labels or ()) != 1:
         raise Problem("not_supported", f"/rerank: model {served.name!r} gives {len(served.engine.labels)} scores per "
                                        "pair; rerank needs one (use /predict)")
@@ -94,9 +78,9 @@ async def rerank(request: Any, server: Server) -> Answer:
 async def predict(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, "/predict", "sequence_classification", "multilabel_classification", "regression", "cross_encoder")
+    serves(served, "/predict")
     _no_raw_scores(doc, served)
-    items, single = _predict_inputs(doc, pairs=served.family.name == "cross_encoder")
+    items, single = _predict_inputs(doc, pairs=served.family.input_kind == "pair")
     outcome = await run(request, served, doc, items, "$.inputs")
     out = [_predictions(served, r) for r in outcome.records]
     return Answer(out[0] if single else out, served)
@@ -131,14 +115,13 @@ def _predict_inputs(doc: dict[str, Any], pairs: bool) -> tuple[list[Any], bool]:
 
 def _predictions(served: Any, rec: dict[str, Any]) -> list[dict[str, Any]]:
     """A record as text-embeddings-inference's predictions: every label with its score, best first
-    (regression: every named value, in the record's label order)."""
-    name = served.family.name
-    if name == "regression":
+    (named values, as a regression record's ``values``: in the record's label order). A record's
+    ``scores`` are by label, or in the label map's order (a cross-encoder's)."""
+    if "values" in served.family.record_keys:
         return [{"label": k, "score": v} for k, v in rec["values"].items()]
-    if name == "cross_encoder":
-        scores = dict(zip(served.engine.labels or ["score"], rec["scores"]))
-    else:
-        scores = rec["scores"]
+    scores = rec["scores"]
+    if not isinstance(scores, dict):
+        scores = dict(zip(served.engine.labels or (), scores))
     return [{"label": k, "score": v} for k, v in sorted(scores.items(), key=lambda kv: -kv[1])]
 
 
@@ -176,26 +159,26 @@ async def info(request: Any, server: Server) -> Answer:
     """text-embeddings-inference's /info, plus what this artifact is: family, target, roles, release id."""
     served = server.routed(request)
     abi = served.engine.abi
-    name = served.family.name
+    routes = served.family.http_routes
     labels = list(served.engine.labels or [])
-    if name == "embedding":
+    if "/embed" in routes:
         pooling = (abi.get("readout") or {}).get("pooling")  # the record's list of poolings; a string where one
         if isinstance(pooling, list):
             pooling = pooling[0] if len(pooling) == 1 else "+".join(pooling)
-        model_type: dict[str, Any] = {"embedding": {"pooling": pooling}}
-    elif name == "cross_encoder":
+        model_type: dict[str, Any] = {"embedding": {"pooling": pooling}}  # wire name, not a family
+    elif "/rerank" in routes:
         model_type = {"reranker": {"id2label": dict(enumerate(labels)), "label2id": {k: i for i, k in enumerate(labels)}}}
     elif labels:
         model_type = {"classifier": {"id2label": dict(enumerate(labels)), "label2id": {k: i for i, k in enumerate(labels)}}}
     else:
-        model_type = {name: {}}
+        model_type = {served.family.name: {}}
     b, lim = server.options.batching, server.options.limits
     return Answer({"model_id": served.name, "model_sha": served.release_id, "model_dtype": served.engine.precision,
                    "model_type": model_type, "max_concurrent_requests": b.max_queue_items,
                    "max_input_length": abi["input"]["max_length"], "max_batch_tokens": b.max_batch_tokens,
                    "max_batch_requests": b.max_batch_items, "max_client_batch_size": lim.max_items,
                    "tokenization_workers": 1, "version": VERSION, "sha": None, "docker_label": None,
-                   "family": name, "target": served.engine.target.name, "release_id": served.release_id,
+                   "family": served.family.name, "target": served.engine.target.name, "release_id": served.release_id,
                    "roles": list(served.engine.roles), "default_role": served.engine.default_role,
                    "forms": list(served.engine.forms)}, served)
 
@@ -211,18 +194,6 @@ async def metrics(request: Any, server: Server) -> Answer:
     return Answer(server.metrics.exposition()[0])
 
 
-async def hf_inference(request: Any, server: Server) -> Answer:
-    """``POST /``: the Inference API's shape (huggingface_hub's InferenceClient pointed at this URL),
-    dispatched on the model's family."""
-    from readout_sdk.serving.http import typed_routes
-
-    served = server.routed(request)
-    route = {"embedding": embed, "sparse": embed_sparse, "late_interaction": embed_all,
-             "token_classification": typed_routes.entities, "extractive_qa": typed_routes.answers,
-             "multiple_choice": typed_routes.choices}.get(served.family.name, predict)
-    return await route(request, server)
-
-
 ROUTES = [("/embed", "POST", embed), ("/embed_sparse", "POST", embed_sparse), ("/embed_all", "POST", embed_all),
           ("/rerank", "POST", rerank), ("/predict", "POST", predict), ("/tokenize", "POST", tokenize),
-          ("/info", "GET", info), ("/", "POST", hf_inference)]
+          ("/info", "GET", info)]

@@ -7,41 +7,40 @@ from __future__ import annotations
 from typing import Any
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.app import Answer, Server
+from readout_sdk.serving.http.context import Answer, Server, run, serves
 from readout_sdk.serving.http.problems import Problem
-from readout_sdk.serving.http.tei_routes import family, run
 
 
 async def entities(request: Any, server: Server) -> Answer:
-    return await _texts(request, server, "/entities", "token_classification")
+    return await _texts(request, server, "/entities")
 
 
 async def token_vectors(request: Any, server: Server) -> Answer:
-    return await _texts(request, server, "/token_vectors", "late_interaction")
+    return await _texts(request, server, "/token_vectors")
 
 
 async def answers(request: Any, server: Server) -> Answer:
-    return await _objects(request, server, "/answers", "extractive_qa")
+    return await _objects(request, server, "/answers")
 
 
 async def choices(request: Any, server: Server) -> Answer:
-    return await _objects(request, server, "/choices", "multiple_choice")
+    return await _objects(request, server, "/choices")
 
 
-async def _texts(request: Any, server: Server, route: str, name: str) -> Answer:
+async def _texts(request: Any, server: Server, route: str) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, route, name)
+    serves(served, route)
     texts, _ = B.texts(doc, "inputs")
     outcome = await run(request, served, doc, texts, "$.inputs")
     return _answer(served, outcome.records)
 
 
-async def _objects(request: Any, server: Server, route: str, name: str) -> Answer:
+async def _objects(request: Any, server: Server, route: str) -> Answer:
     """Inputs as objects of the family's fields (question and context; question and choices): one, or a list."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
-    family(served, route, name)
+    serves(served, route)
     value = B.field(doc, "inputs", lambda v: isinstance(v, (dict, list)), "an object or a list of objects")
     rows = [value] if isinstance(value, dict) else value
     if not rows:

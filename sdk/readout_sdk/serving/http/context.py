@@ -1,0 +1,74 @@
+"""What every route shares: the served models by name (:class:`Server`), a route's reply
+(:class:`Answer`), the family check, and the one way a route runs inputs (:func:`run`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from readout_sdk.serving.http import body as B
+from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.served import Outcome, Served
+
+
+@dataclass
+class Answer:
+    """A route's reply: a JSON document (bytes: sent as they are) and the model that made it."""
+
+    doc: Any
+    served: Served | None = None
+    status: int = 200
+
+
+class Server:
+    """The served models by name (the first is the default), the options, the metrics, and whether the
+    server is draining."""
+
+    def __init__(self, models: Sequence[Served], options: Any, metrics: Any):
+        if not models:
+            raise ValueError("serve at least one model")
+        self.models = {m.name: m for m in models}
+        self.default = models[0]
+        self.options = options
+        self.metrics = metrics
+        self.draining = False
+
+    def model(self, name: str | None, where: str = "$.model") -> Served:
+        """The model ``name`` names (None: the default, the first served); 404 naming those served."""
+        if name is None:
+            return self.default
+        if name not in self.models:
+            raise Problem("not_found", f"{where}: model {name!r} is not served here; served: "
+                                       f"{', '.join(self.models)}", where)
+        return self.models[name]
+
+    def routed(self, request: Any) -> Served:
+        """The model of a route under /models/{model}/..., else the default."""
+        return self.model(request.path_params.get("model"), "path /models/{model}")
+
+
+def serves(served: Served, route: str) -> None:
+    """422 unless ``route`` serves the model's family (`Family.http_routes`), naming the routes that do."""
+    routes = served.family.http_routes
+    if route not in routes:
+        raise Problem("not_supported", f"{route}: model {served.name!r} is a {served.family.name} model, served by "
+                                       f"{' and '.join(routes)}")
+
+
+def role(doc: dict[str, Any]) -> str | None:
+    """The input role: ``prompt_name`` (text-embeddings-inference's name) or ``role``."""
+    return B.string(doc, "prompt_name") or B.string(doc, "role")
+
+
+async def disconnected(request: Any) -> None:
+    """Finishes when the client goes away (after the body was read, ASGI's receive() waits for this)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def run(request: Any, served: Served, doc: dict[str, Any], items: list[Any], where: str,
+              form: str | None = None, options: dict[str, Any] | None = None) -> Outcome:
+    """``items`` through the model with the request's role and ``truncate``; dropped if the client goes."""
+    return await served.call(items, where, role=role(doc), form=form, options=options,
+                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
