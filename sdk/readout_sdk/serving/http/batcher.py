@@ -18,18 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
 
-from readout_sdk.errors import InputRefused
+from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.serving.http.options import Batching
 
 REFUSALS = (InputRefused, TypeError, ValueError)
 
 
-class Overloaded(Exception):
-    """The queue holds too many inputs to admit this request now."""
+class Overloaded(SdkError, RuntimeError):
+    """The queue holds too many inputs to admit this request now (answered 429 with Retry-After)."""
 
 
-class Closed(Exception):
-    """The batcher was closed (the server is stopping)."""
+class Closed(SdkError, RuntimeError):
+    """The batcher was closed (the server is stopping; answered 503)."""
 
 
 @dataclass

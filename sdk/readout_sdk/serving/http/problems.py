@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from readout_sdk.errors import InputRefused, WrongCall
+from readout_sdk.errors import InputRefused, SdkError, WrongCall
 
 # kind -> (status, text-embeddings-inference's error_type)
 KINDS: dict[str, tuple[int, str]] = {
@@ -22,7 +22,7 @@ KINDS: dict[str, tuple[int, str]] = {
 }
 
 
-class Problem(Exception):
+class Problem(SdkError):
     """A request refused: ``kind`` (a key of :data:`KINDS`), a one-line message, the JSON path at fault."""
 
     def __init__(self, kind: str, message: str, param: str | None = None, headers: dict[str, str] | None = None):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from readout_sdk.errors import SdkError
 from readout_sdk.results import Embeddings
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
 from readout_sdk.serving.http.options import HttpOptions
@@ -154,7 +155,7 @@ class Served:
         self.engine.close()
 
 
-class ClientGone(Exception):
+class ClientGone(SdkError, ConnectionError):
     """The client disconnected before its answer; nothing is sent."""
 
 
