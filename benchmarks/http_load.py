@@ -144,7 +144,8 @@ def main() -> None:
         f"lost {steady['lost']}, mismatched {steady['mismatched']}",
         f"overload (queue 32):      statuses {overload['statuses']}; lost {overload['lost']}, mismatched "
         f"{overload['mismatched']}, 429/503 without Retry-After {overload['retry_after_missing']}",
-        f"killed mid-load:          {during['statuses']} answered before, {during['lost']} connections lost",
+        f"killed mid-load:          {during['statuses']} answered before the kill; {during['lost']} attempts failed "
+        "after it (nothing listening)",
         f"after restart:            statuses {after['statuses']}; mismatched {after['mismatched']}, lost {after['lost']}",
     ]
     out = HERE / "results"
