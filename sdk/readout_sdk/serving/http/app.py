@@ -46,9 +46,7 @@ def endpoint(server: Server, route: str, handler: Handler, openai: bool = False,
             content = json.dumps(plain(answer.doc), separators=(",", ":"), allow_nan=False).encode() \
                 if not isinstance(answer.doc, bytes) else answer.doc
             headers = _release_headers(served)
-            media = "application/json"
-            if isinstance(answer.doc, bytes):  # /metrics
-                media = server.metrics.exposition()[1]
+            media = server.metrics.content_type if isinstance(answer.doc, bytes) else "application/json"  # /metrics
             response = Response(content, status, headers, media_type=media)
         except ClientGone:
             kind, status = "cancelled", 499  # nginx's "client closed request": nothing reaches the client

@@ -14,8 +14,9 @@ class Metrics:
     depth; errors by kind; client disconnects."""
 
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 
+        self.content_type = CONTENT_TYPE_LATEST  # of the exposition text
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("readout_http_requests", "HTTP requests answered", ["route", "model", "status"], registry=r)
@@ -35,11 +36,11 @@ class Metrics:
         self.cancelled = Counter("readout_cancelled_requests", "Requests whose client went away before the answer",
                                  ["model"], registry=r)
 
-    def exposition(self) -> tuple[bytes, str]:
-        """The text format Prometheus scrapes, and its content type."""
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    def exposition(self) -> bytes:
+        """The text format Prometheus scrapes (its content type: :attr:`content_type`)."""
+        from prometheus_client import generate_latest
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry)
 
     def batch(self, model: str, requests: int, items: int, tokens: int) -> None:
         self.batch_items.labels(model).observe(items)

@@ -191,7 +191,7 @@ async def health(request: Any, server: Server) -> Answer:
 
 
 async def metrics(request: Any, server: Server) -> Answer:
-    return Answer(server.metrics.exposition()[0])
+    return Answer(server.metrics.exposition())
 
 
 ROUTES = [("/embed", "POST", embed), ("/embed_sparse", "POST", embed_sparse), ("/embed_all", "POST", embed_all),
