@@ -72,3 +72,12 @@ async def run(request: Any, served: Served, doc: dict[str, Any], items: list[Any
     """``items`` through the model with the request's role and ``truncate``; dropped if the client goes."""
     return await served.call(items, where, role=role(doc), form=form, options=options,
                              disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
+
+
+async def run_texts(request: Any, server: Server, route: str) -> tuple[Served, Outcome]:
+    """A route whose body is ``{"inputs": text or [texts], ...}``: read, check the family, run."""
+    doc = await B.read_json(request, server.options.limits.max_body_bytes)
+    served = server.routed(request)
+    serves(served, route)
+    texts, _ = B.texts(doc, "inputs")
+    return served, await run(request, served, doc, texts, "$.inputs")

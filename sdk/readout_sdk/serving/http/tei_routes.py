@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.context import Answer, Server, role, run, serves
+from readout_sdk.serving.http.context import Answer, Server, role, run, run_texts, serves
 from readout_sdk.serving.http.problems import Problem
 
 VERSION = "readout-abi/1"
@@ -39,21 +39,13 @@ async def embed(request: Any, server: Server) -> Answer:
 
 
 async def embed_sparse(request: Any, server: Server) -> Answer:
-    doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, "/embed_sparse")
-    texts, _ = B.texts(doc, "inputs")
-    outcome = await run(request, served, doc, texts, "$.inputs")
+    served, outcome = await run_texts(request, server, "/embed_sparse")
     return Answer([[{"index": int(i), "value": float(v)} for i, v in zip(r["indices"], r["values"])]
                    for r in outcome.records], served)
 
 
 async def embed_all(request: Any, server: Server) -> Answer:
-    doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, "/embed_all")
-    texts, _ = B.texts(doc, "inputs")
-    outcome = await run(request, served, doc, texts, "$.inputs")
+    served, outcome = await run_texts(request, server, "/embed_all")
     return Answer([r["token_vectors"] for r in outcome.records], served)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.context import Answer, Server, run, serves
+from readout_sdk.serving.http.context import Answer, Server, run, run_texts, serves
 from readout_sdk.serving.http.problems import Problem
 
 
@@ -28,11 +28,7 @@ async def choices(request: Any, server: Server) -> Answer:
 
 
 async def _texts(request: Any, server: Server, route: str) -> Answer:
-    doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, route)
-    texts, _ = B.texts(doc, "inputs")
-    outcome = await run(request, served, doc, texts, "$.inputs")
+    served, outcome = await run_texts(request, server, route)
     return _answer(served, outcome.records)
 
 
