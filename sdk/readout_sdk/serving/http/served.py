@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from readout_sdk.errors import SdkError
-from readout_sdk.results import Embeddings
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
 from readout_sdk.serving.http.options import HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
@@ -44,8 +43,9 @@ class Served:
         self.options = options
         self.batcher = Batcher(name, options.batching, metrics)
         self.metrics = metrics
-        self.width: int | None = None        # embeddings: the full vector's width (read at warm-up)
-        self.normalized: bool | None = None  # embeddings: whether the record's readout L2-normalizes them
+        output = engine.abi["output"]  # what the record states of the vectors (None for other families)
+        self.width: int | None = output.get("dim")  # the full vector's width
+        self.normalized: bool | None = output.get("normalized")  # whether the readout L2-normalizes them
         self._token_text: TokenText | None = None
 
     @property
@@ -53,12 +53,8 @@ class Served:
         return str(self.engine.release_id or "")
 
     def warm_up(self) -> None:
-        """One input through the engine (first-run allocations, lazy compiles) before the server says ready;
-        for embeddings, it also reads the vectors' full width and whether the record normalizes them."""
-        result = self.engine.decide([WARM_UP[self.family.input_kind]])
-        if isinstance(result, Embeddings):
-            self.width = int(result.vectors.shape[1])
-            self.normalized = bool(result.normalized)
+        """One input through the engine (first-run allocations, lazy compiles) before the server says ready."""
+        self.engine.decide([WARM_UP[self.family.input_kind]])
 
     @property
     def token_text(self) -> TokenText:
