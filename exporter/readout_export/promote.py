@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from readout_sdk.artifact import Artifact, open_artifact, sha256_file
 from readout_sdk.release.compat import diff
@@ -37,9 +37,11 @@ def _files(art: Artifact) -> dict[str, str]:
     return {n: sha256_file(art.path / n) for n in sorted(names)}
 
 
-def promote(path: str | Path, parent_path: str | Path) -> dict[str, Any]:
-    """Write ``compatibility.json`` for the artifact at ``path`` against ``parent_path``; return it."""
-    art, parent = open_artifact(path), open_artifact(parent_path)
+def promote(path: str | Path, parent_path: str | Path, trusted: Sequence[Any] = ()) -> dict[str, Any]:
+    """Write ``compatibility.json`` for the artifact at ``path`` against ``parent_path``; return it.
+    ``trusted``: the signature policy's keys (`readout_sdk.release.signing.trusted_keys`): where given,
+    both artifacts must be signed by one of them, so evidence rewritten with its hashes is not promoted."""
+    art, parent = open_artifact(path, trusted=trusted), open_artifact(parent_path, trusted=trusted)
     for who, a in (("artifact", art), ("parent", parent)):
         if a.identity is None:
             raise PromotionRefused(f"{a.path}: the {who} has no layered identity; rebuild it with this readout-export")

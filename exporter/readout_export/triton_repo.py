@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.artifact import ARTIFACT_FILE, Artifact, Target, open_artifact
+from readout_sdk.artifact import ARTIFACT_FILE, Artifact, Target, open_artifact, verify_target
+from readout_sdk.release.signing import SIGNATURE_FILE, trusted_keys
 from readout_sdk.atomic import write_atomic
 from readout_sdk.engine_file import read_engine
 from readout_sdk.profiles import Profile
@@ -141,7 +142,7 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
     unless ``force``). Both models are assembled in a staging directory beside the repository (never
     inside it, where Triton would try to load them) and then renamed in together, so a failure leaves
     neither a half-written model nor a new graph beside an old text model."""
-    art = open_artifact(artifact)
+    art = open_artifact(artifact, trusted=trusted_keys())  # the deployer's signature policy, where set
     picked = pick_target(art, target)
     _, text_format = _pb()
     name = model_name(art.record, name)
@@ -160,16 +161,17 @@ def write_repository(artifact: str | Path, repo: str | Path, name: str | None = 
 
     def graph_files(version: Path) -> None:
         if picked.kind.compiled_on_device:  # Triton takes the raw plan; the header's sha256 is checked on read
-            write_atomic(version / "model.plan", read_engine(art.path / picked.file).plan)
-        else:
-            shutil.copyfile(art.path / picked.file, version / "model.onnx")
+            write_atomic(version / "model.plan", read_engine(art.path / picked.file, verify_target(art, picked)).plan)
+        else:  # the bytes hashed are the bytes written: a file replaced meanwhile is never copied
+            write_atomic(version / "model.onnx", verify_target(art, picked))
 
     def text_files(version: Path) -> None:
         (version / "model.py").write_text(MODEL_PY, encoding="utf-8")
         readout = version / README_DIR
         readout.mkdir()
-        for f in (ARTIFACT_FILE, art.tokenizer_file):
-            shutil.copyfile(art.path / f, readout / f)
+        for f in (ARTIFACT_FILE, art.tokenizer_file, SIGNATURE_FILE):  # the signature: Triton's model checks it too
+            if f != SIGNATURE_FILE or (art.path / f).is_file():
+                shutil.copyfile(art.path / f, readout / f)
 
     root.mkdir(parents=True, exist_ok=True)
     with staged(root, "written") as staging:  # one writer per repository; what killed runs left is swept

@@ -1,7 +1,6 @@
 """Parity reports: a terminal table, JSON, JUnit XML, and the copy the artifact keeps."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -75,27 +74,33 @@ def junit(report: Report) -> str:
 
 
 def keep_in_artifact(report: Report, only: list[str] | None = None) -> None:
-    """The artifact keeps its last report (parity.json) and a summary in readout.json (atomic writes).
-    With ``only`` (a run limited to some targets, e.g. after `compile`), the kept report's checks of other
-    targets stay, so earlier decisions are not lost."""
-    root = Path(report.artifact)
-    if only is not None and (root / "parity.json").is_file():
-        from readout_parity.checks import Check
-
-        old = json.loads((root / "parity.json").read_text(encoding="utf-8"))
-        if old.get("machine") == report.machine:
+    """The artifact keeps its last report (parity.json) and a summary in readout.json (`lifecycle.keep`:
+    together or not at all). With ``only`` (a run limited to some targets, e.g. after `compile`), the
+    listed report's checks of other targets stay, so earlier decisions are not lost; a report readout.json
+    does not list, or of another shape, contributes nothing."""
+    def merge(old: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        if only is not None and old is not None and old.get("machine") == report.machine \
+                and old.get("release_id") == report.release_id:  # evidence of another release is not kept
             fresh = set(only) | {c.target for c in report.checks}
-            kept = [Check(**c) for c in old.get("checks", []) if c["target"] not in fresh]
-            if old.get("release_id") != report.release_id:  # evidence of another release is not kept
-                kept = []
+            kept = [c for c in map(_check, old.get("checks") or []) if c is not None and c.target not in fresh]
             report.checks = kept + report.checks
             if report.reconciliation is None and kept:
                 report.reconciliation = old.get("reconciliation")
-            files = old.get("target_files") or {}
+            files = old.get("target_files") if isinstance(old.get("target_files"), dict) else {}
             report.target_files = {**{c.target: files[c.target] for c in kept if c.target in files},
                                    **report.target_files}
-    doc = to_json(report)
-    n = report.counts()
-    summary = {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
-                          f"(see parity.json)", **n}
-    keep(root, "parity", doc, summary)  # listed with its sha256 and the state this evidence supports
+        n = report.counts()
+        return to_json(report), {"summary": f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not "
+                                            f"evaluated (see parity.json)", **n}
+
+    keep(Path(report.artifact), "parity", merge)  # listed with its sha256 and the state this evidence supports
+
+
+def _check(item: Any) -> Any:
+    """A kept check as a :class:`Check`, or None for an entry of another shape."""
+    from readout_parity.checks import Check
+
+    try:
+        return Check(**item) if isinstance(item, dict) else None
+    except TypeError:
+        return None

@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from readout_sdk.abi import METADATA_KEY, AbiError, json_path, load_schema, validate_record
 from readout_sdk.calibration import CalibrationError, graph_record_matches
@@ -18,8 +18,12 @@ from readout_sdk.errors import SdkError, first_line
 from readout_sdk.jsonl import loads
 from readout_sdk.calibration import check as check_calibration
 from readout_sdk.release.identity import Identity, IdentityError
+from readout_sdk.release.signing import SIGNATURE_FILE
 from readout_sdk.targets.kinds import kind_of, target_name  # noqa: F401  (target_name: public here too)
 from readout_sdk.targets.target import Target
+
+if TYPE_CHECKING:
+    from readout_sdk.release.signing import PublicKey
 
 ARTIFACT_FILE = "readout.json"
 
@@ -39,6 +43,9 @@ class Artifact:
     source: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     identity: Identity | None = None  # the layered identity, checked at open (None: built before it)
+    # the tokenizer file's bytes as hashed at open: what the SDK tokenizes with (never the file re-read)
+    tokenizer_bytes: bytes = field(default=b"", repr=False, compare=False)
+    signed_by: str | None = None  # the trusted key id whose signature the policy checked (None: no policy)
 
     @property
     def family(self) -> str:
@@ -74,8 +81,9 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_onnx_record(path: Path) -> dict[str, Any]:
-    """Return the ABI record embedded in an ONNX file, using onnxruntime only."""
+def read_onnx_record(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    """Return the ABI record embedded in an ONNX file (or in ``data``, its verified bytes, which ``path``
+    then only names), using onnxruntime only."""
     from readout_sdk.targets.backends import onnxruntime_module
 
     ort = onnxruntime_module()
@@ -84,7 +92,8 @@ def read_onnx_record(path: Path) -> dict[str, Any]:
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     try:
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(data if data is not None else str(path), opts,
+                                       providers=["CPUExecutionProvider"])
         meta = session.get_modelmeta().custom_metadata_map
     except Exception as e:  # onnxruntime's InvalidProtobuf, Fail, ...: one artifact error naming the file
         raise ArtifactError(f"{path.name}: not a readable ONNX graph ({first_line(e)})") from None
@@ -112,15 +121,33 @@ def member(root: Path, name: str) -> Path:
 
 
 def _verify_hash(root: Path, name: str, expected: str) -> Path:
+    """Stream-hash a listed file that nothing here runs (the graphs `inspect` and `verify` check)."""
     path = member(root, name)
     try:
         actual = sha256_file(path)
     except OSError as e:
         raise ArtifactError(f"{path}: cannot be read ({e.strerror or e})") from None
+    _same(path, actual, expected)
+    return path
+
+
+def read_verified(root: Path, name: str, expected: str) -> bytes:
+    """The bytes of the listed file ``name``, read once and checked against ``expected`` (its sha256 in
+    readout.json): what a runtime or tokenizer is given is exactly what was hashed. A file replaced after
+    this check is never opened again, so a concurrent replace cannot slip unverified bytes in."""
+    path = member(root, name)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot be read ({e.strerror or e})") from None
+    _same(path, hashlib.sha256(data).hexdigest(), expected)
+    return data
+
+
+def _same(path: Path, actual: str, expected: str) -> None:
     if actual != expected:
         raise ArtifactError(f"{path}: sha256 {actual} does not match {ARTIFACT_FILE} ({expected}); "
                             "the file was changed after the build")
-    return path
 
 
 def write_meta(root: Path, meta: dict[str, Any]) -> None:
@@ -134,6 +161,11 @@ def write_meta(root: Path, meta: dict[str, Any]) -> None:
 def read_meta(root: Path) -> dict[str, Any]:
     """readout.json, parsed and checked against its schema (``readout-artifact-1.schema.json``): every
     field is validated before anything reads it. Strict JSON: NaN and Infinity are refused."""
+    return read_meta_bytes(root)[0]
+
+
+def read_meta_bytes(root: Path) -> tuple[dict[str, Any], bytes]:
+    """:func:`read_meta`, and the bytes it parsed (what a signature is checked against: the same read)."""
     meta_path = root / ARTIFACT_FILE
     if not meta_path.is_file():
         raise ArtifactError(f"{root}: not an artifact (no {ARTIFACT_FILE})")
@@ -158,10 +190,11 @@ def read_meta(root: Path) -> dict[str, Any]:
     if errors:
         err = errors[0]
         raise ArtifactError(f"{meta_path} {json_path(err.absolute_path)}: {err.message[:300]}")
-    return meta
+    return meta, raw
 
 
-def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | Literal["present"] = True) -> Artifact:
+def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | Literal["present"] = True,
+                  trusted: Sequence[PublicKey] = ()) -> Artifact:
     """Open and verify an artifact directory.
 
     Checks readout.json against its schema, the ABI record (known major version, schema), every listed
@@ -170,11 +203,14 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | Li
     alone (record + tokenizer), for a front end whose graph is served elsewhere (the generated Triton
     Python model): graph files are then neither needed nor read. ``graphs="present"`` checks that each
     listed graph file is there, inside the artifact, without reading it: the caller verifies the one it
-    runs (:func:`verify_target`), as `readout_sdk.load` does. Anything wrong is an :class:`ArtifactError`.
+    runs (:func:`verify_target`), as `readout_sdk.load` does. ``trusted``: the signature policy's keys
+    (`readout_sdk.release.signing.trusted_keys`); when given, readout.json must carry a valid signature by
+    one of them over the very bytes read, before anything else is believed. Anything wrong is an
+    :class:`ArtifactError`.
     """
     root = Path(path)
     try:
-        return _open(root, check_graphs, graphs)
+        return _open(root, check_graphs, graphs, trusted)
     except ArtifactError:
         raise
     except RecursionError:
@@ -183,15 +219,23 @@ def open_artifact(path: str | Path, check_graphs: bool = True, graphs: bool | Li
         raise ArtifactError(f"{root / ARTIFACT_FILE}: unreadable record ({type(e).__name__}: {first_line(e)})") from None
 
 
-def verify_target(art: Artifact, target: Target) -> Path:
-    """The path of ``target``'s graph once its bytes match the sha256 readout.json lists (an
-    :class:`ArtifactError` naming the file otherwise)."""
-    return _verify_hash(art.path, target.file, target.sha256)
+def verify_target(art: Artifact, target: Target) -> bytes:
+    """``target``'s graph bytes once they match the sha256 readout.json lists (an :class:`ArtifactError`
+    naming the file otherwise): the bytes to run, read once."""
+    return read_verified(art.path, target.file, target.sha256)
 
 
-def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> Artifact:
-    meta = read_meta(root)
+def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"], trusted: Sequence[PublicKey]) -> Artifact:
+    meta, raw = read_meta_bytes(root)
     meta_path = root / ARTIFACT_FILE
+    signed_by = None
+    if trusted:
+        from readout_sdk.release.signing import SignatureError, enforce
+
+        try:
+            signed_by = enforce(root, raw, trusted)
+        except SignatureError as e:
+            raise ArtifactError(str(e)) from None
     record = meta["abi"]
     try:
         validate_record(record)
@@ -217,7 +261,7 @@ def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> 
         raise ArtifactError(f"{meta_path}: tokenizer {tok['file']!r} ({tok['sha256']}) is not the one the ABI "
                             f"record names ({record['input']['tokenizer_file']!r}, "
                             f"{record['provenance']['tokenizer_sha256']})")
-    _verify_hash(root, tok["file"], tok["sha256"])
+    tokenizer_bytes = read_verified(root, tok["file"], tok["sha256"])
     verified: set[tuple[str, str]] = set()
     for t in targets if graphs else ():
         if (t.file, t.sha256) in verified:  # bf16 shares the fp32 graph: hash it once
@@ -232,17 +276,18 @@ def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"]) -> 
             if not graph_record_matches(record, embedded):
                 raise ArtifactError(f"{t.file}: the record embedded in the graph differs from {ARTIFACT_FILE}")
     extra = {k: v for k, v in meta.items() if k not in ("abi", "targets", "tokenizer", "source")}
-    return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra, identity)
+    return Artifact(root, record, targets, tok["file"], meta.get("source", {}), extra, identity, tokenizer_bytes,
+                    signed_by)
 
 
 # files the exporter writes for people beside the listed ones; nothing reads them
-COMPANIONS = ("build.log",)
+COMPANIONS = ("build.log", SIGNATURE_FILE)  # the signatures over readout.json cannot be listed in it
 
 
 def unlisted(art: Artifact) -> dict[str, str]:
     """Files in the artifact directory that readout.json does not list, and kept reports it lists with
     another sha256 (file -> why): nothing reads them, `inspect` reports them."""
-    from readout_sdk.release.evidence import KEPT_FILES, WHY_IGNORED, kept_status
+    from readout_sdk.release.evidence import KEPT_FILES, WHY_IGNORED, kept_status, pending_path
 
     known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
     for t in art.targets:
@@ -251,6 +296,7 @@ def unlisted(art: Artifact) -> dict[str, str]:
             known.add(str(Path(t.file).with_suffix(".plan")))
     out: dict[str, str] = {}
     for key, name in KEPT_FILES.items():
+        known.add(pending_path(art.path, key).name)  # a report between its two writes (`lifecycle.keep`)
         status = kept_status(art.path, key, art.extra)
         if status == "listed":
             known.add(name)

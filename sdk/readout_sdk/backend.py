@@ -162,7 +162,8 @@ def kept_evidence(root: Path, release_id: str | None, files: dict[str, str], lis
     bench = read_kept(root, "bench", listing) or {}
     if bench.get("machine") == here and isinstance(bench.get("rows"), list):
         for row in bench["rows"]:
-            key = (row.get("target"), row.get("backend")) if isinstance(row, dict) else None
+            key = ((row["target"], row["backend"]) if isinstance(row, dict) and isinstance(row.get("target"), str)
+                   and isinstance(row.get("backend"), str) else None)  # a row of another shape counts for nothing
             if key in passed and isinstance(row.get("items_per_s"), (int, float)) and row["items_per_s"] > 0:
                 speed[key] = max(speed.get(key, 0.0), float(row["items_per_s"]))
     return Evidence(passed, speed)

@@ -17,10 +17,13 @@ from readout_sdk.errors import InputRefused, first_line
 class TextEncoder:
     """Encodes texts and pairs as the record says; checks the zero-row policy before anything runs."""
 
-    def __init__(self, record: dict[str, Any], tokenizer_path: Path):
+    def __init__(self, record: dict[str, Any], tokenizer: Path | bytes):
+        """``tokenizer``: the tokenizer.json file, or its bytes as verified (`Artifact.tokenizer_bytes`): the
+        tokenizer used is then exactly what was hashed, never the file read a second time."""
         self.record = record
         inp = record["input"]
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer = (Tokenizer.from_str(tokenizer.decode("utf-8")) if isinstance(tokenizer, bytes)
+                          else Tokenizer.from_file(str(tokenizer)))
         self.pad_id = int(inp["pad_token_id"])
         self.max_length = int(inp["max_length"])
         self.rows = record["readout"]["rows"]

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from readout_sdk.abi import METADATA_KEY
-from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact, verify_target
+from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact
+from readout_sdk.release.signing import trusted_keys as trusted_key_files
 from readout_sdk.calibration import graph_record_matches
 from readout_sdk.backend import choose, kept_evidence
 from readout_sdk.arguments import items as check_items
@@ -45,7 +46,8 @@ DECIDE_RUN = 256  # items decided at once: a family's decoder pays its per-call 
 
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
          streams: int | None = None, max_batch_tokens: int | None = None,
-         target: str | None = None, threads: int | None = None, prefetch: int | None = None) -> "Engine":
+         target: str | None = None, threads: int | None = None, prefetch: int | None = None,
+         trusted_keys: Sequence[str | Path] | None = None) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
@@ -63,8 +65,11 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     batch when the runtime asks for it).
     ``threads``: CPU threads the runtime may use in all (default: every CPU this process may run on); set
     it when several engines share a machine (Ray actors, server instances) so they do not oversubscribe.
+    ``trusted_keys``: the signature policy (Ed25519 public key files, or directories of them; None: those
+    the ``READOUT_TRUSTED_KEYS`` environment variable names). When it names keys, an artifact that none of
+    them signed, or that changed after it was signed, is refused (`readout_sdk.release.signing`).
     Before anything runs, the ABI major version, the tokenizer's and the chosen graph's sha256 and the
-    graph's embedded record are checked (every listed graph must be present; the ones it does not run are
+    graph's embedded record and output shapes are checked (every listed graph must be present; the ones it does not run are
     not read, so a large unused target costs nothing at start; `readout-export inspect` hashes them all).
     """
     one_of("device", device, DEVICES)
@@ -77,7 +82,8 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     optional_positive_int("threads", threads)
     optional_positive_int("max_batch_tokens", max_batch_tokens)
     _prefetch(prefetch)
-    art = open_artifact(path, check_graphs=False, graphs="present")  # the graph it runs is hashed below
+    keys = trusted_key_files(trusted_keys)
+    art = open_artifact(path, check_graphs=False, graphs="present", trusted=keys)  # the graph it runs is hashed below
     choice = select(art, device, precision, backend, target)
     if BACKENDS[choice.backend].compiled and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
@@ -108,8 +114,7 @@ def select(art: Artifact, device: str = "auto", precision: str | None = None, ba
 def _load_with(art: Artifact, choice: Any, device: str, streams: int | None, max_batch_tokens: int | None,
                threads: int | None = None, prefetch: int | None = None) -> "Engine":
     picked = choice.target
-    verify_target(art, picked)  # only the graph that runs is read: the others may be large and unused
-    try:
+    try:  # only the graph that runs is read (the others may be large and unused), once: hashed, then run
         runner = open_runner(art.path, picked, choice.backend, device, record=art.record, streams=streams,
                              threads=threads)
     except (SdkError, ArtifactError):
@@ -160,7 +165,7 @@ class Engine:
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
         self.family_spec: Family = get(self.family)
-        self.context = Context(self.abi, artifact.path / self.abi["input"]["tokenizer_file"])
+        self.context = Context(self.abi, artifact.tokenizer_bytes or artifact.path / self.abi["input"]["tokenizer_file"])
         self.labels: tuple[str, ...] | None = self.context.labels or None
         self.target = target
         self.precision = target.precision
@@ -172,6 +177,7 @@ class Engine:
         self.execution: dict[str, Any] = dict(runner.execution)
         self.choice_reason = reason
         self.identity: Identity | None = artifact.identity  # layer digests and release_id (None: older build)
+        self.signed_by: str | None = artifact.signed_by  # the trusted key that signed it (None: no signature policy)
         self.max_batch_tokens: int = max_batch_tokens or feeds.max_batch_tokens
         self.batch_size: int = feeds.batch_size  # a call's default batch_size
         self.prefetch: int = feeds.prefetch if _prefetch(prefetch) is None else prefetch

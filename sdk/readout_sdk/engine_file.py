@@ -53,9 +53,10 @@ def write_engine(path: Path, header: dict[str, Any], plan: bytes) -> Path:
     return path
 
 
-def read_engine(path: Path) -> EngineFile:
-    """Read and verify an engine file (magic, version, header, plan hash); refusals name the problem."""
-    data = Path(path).read_bytes()
+def read_engine(path: Path, data: bytes | None = None) -> EngineFile:
+    """Read and verify an engine file (magic, version, header, plan hash); refusals name the problem.
+    ``data``: the file's bytes as already read and hashed (then ``path`` only names it)."""
+    data = Path(path).read_bytes() if data is None else data
     if len(data) < _PREFIX.size or data[:8] != MAGIC:
         raise EngineFileError(f"{Path(path).name}: not a readout engine file (no {MAGIC!r} magic); a raw .plan "
                               "carries no ABI record")

@@ -217,7 +217,8 @@ class OrtRunner(Lifecycle):
 
     backend = "onnxruntime"
 
-    def __init__(self, path: Path, providers: list[Any], streams: int = 1, threads: int | None = None):
+    def __init__(self, path: Path | bytes, providers: list[Any], streams: int = 1, threads: int | None = None):
+        """``path``: the graph file, or its bytes as verified (what `open_runner` passes: run what was hashed)."""
         ort = onnxruntime_module()
 
         opts = ort.SessionOptions()
@@ -228,7 +229,7 @@ class OrtRunner(Lifecycle):
         opts.enable_cpu_mem_arena = True
         spinning = threads is None
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-        self.session = ort.InferenceSession(str(path), opts, providers=providers)
+        self.session = ort.InferenceSession(path if isinstance(path, bytes) else str(path), opts, providers=providers)
         self.providers = tuple(self.session.get_providers())
         self.device = "cpu" if self.providers[0] == "CPUExecutionProvider" else "cuda"
         self.streams = max(1, streams)
@@ -252,6 +253,10 @@ class OrtRunner(Lifecycle):
 
     def embedded_metadata(self) -> dict[str, str]:
         return dict(self.session.get_modelmeta().custom_metadata_map)
+
+    def output_shapes(self) -> dict[str, tuple[int | None, ...]]:
+        """Each graph output's shape as the graph declares it (None: a dynamic axis)."""
+        return {o.name: tuple(d if isinstance(d, int) else None for d in o.shape) for o in self.session.get_outputs()}
 
     def close(self) -> None:
         self.session = None  # type: ignore[assignment]  # ONNX Runtime frees the session with its last reference
@@ -288,10 +293,11 @@ class OpenVINORunner(Lifecycle):
     device = "cpu"
 
     def __init__(self, path: Path, inference_precision: str, streams: int | None = None, threads: int | None = None,
-                 graph_sha256: str | None = None):
+                 graph_sha256: str | None = None, data: bytes | None = None):
         """``graph_sha256`` (the verified sha256 readout.json lists for the file): keep the compiled model
         in this user's cache (`readout_sdk.compiled_cache`), so the next process imports it instead of
-        compiling; without it, or with caching off, the graph is compiled every time."""
+        compiling; without it, or with caching off, the graph is compiled every time.``data``: the graph's bytes as verified
+        (what `open_runner` passes): OpenVINO reads those, never the file again."""
         core = openvino_core()
         if not hint_runs_here(inference_precision, core):
             raise DeviceUnavailable("precision 'bf16' needs a CPU with avx512-bf16 or AMX; this CPU offers "
@@ -302,12 +308,13 @@ class OpenVINORunner(Lifecycle):
             config["NUM_STREAMS"] = str(streams)
         if threads:
             config["INFERENCE_NUM_THREADS"] = int(threads)
-        self.compiled, cache, self._cache = _compile_openvino(core, path, config, graph_sha256)
+        self.compiled, cache, self._cache = _compile_openvino(core, path, config, graph_sha256, data)
         self.streams = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(self.streams):
             self._free.put(self.compiled.create_infer_request())
         self._ports = {out.get_any_name(): out for out in self.compiled.outputs}
+        self._data = data
         self.providers = ("OpenVINO:CPU",)
         self.execution = {"provider": "OpenVINO:CPU", "inference_precision": inference_precision,
                           "streams": self.streams, "compiled_cache": cache}
@@ -337,7 +344,7 @@ class OpenVINORunner(Lifecycle):
                 return {METADATA_KEY: json.dumps(json.loads(kept.read_text(encoding="utf-8")))}
             except (OSError, ValueError):
                 pass
-        record = read_onnx_record(self._path)
+        record = read_onnx_record(self._path, self._data)
         if kept is not None:
             try:
                 write_atomic(kept, json.dumps(record).encode("utf-8"))
@@ -345,13 +352,19 @@ class OpenVINORunner(Lifecycle):
                 pass
         return {METADATA_KEY: json.dumps(record)}
 
+    def output_shapes(self) -> dict[str, tuple[int | None, ...]]:
+        """Each output's shape as the compiled model declares it (None: a dynamic axis)."""
+        return {name: tuple(d.get_length() if d.is_static else None for d in port.get_partial_shape())
+                for name, port in self._ports.items()}
+
     def close(self) -> None:
         self._free = queue.SimpleQueue()  # drop the infer requests, then the compiled model
         self.compiled = None
+        self._data = None
 
 
-def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha256: str | None
-                      ) -> tuple[Any, str, Path | None]:
+def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha256: str | None,
+                      data: bytes | None = None) -> tuple[Any, str, Path | None]:
     """The compiled model, what the cache did ('hit': imported, 'stored': compiled and written, 'off') and
     the cache directory used. A cache that cannot be written or read (read-only home, a damaged blob) costs only the compile."""
     from readout_sdk.compiled_cache import openvino_cache_dir
@@ -361,11 +374,17 @@ def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha25
         try:
             where.mkdir(parents=True, exist_ok=True)
             had = any(where.glob("*.blob"))
-            compiled = core.compile_model(str(path), "CPU", {**config, "CACHE_DIR": str(where)})
+            compiled = core.compile_model(_model(core, path, data), "CPU", {**config, "CACHE_DIR": str(where)})
             return compiled, "hit" if had else "stored", where
         except Exception:  # noqa: BLE001  # any cache trouble falls back to a plain compile below
             pass
-    return core.compile_model(core.read_model(str(path)), "CPU", config), "off", None
+    return core.compile_model(_model(core, path, data), "CPU", config), "off", None
+
+
+def _model(core: Any, path: Path, data: bytes | None) -> Any:
+    """The graph as OpenVINO reads it: from the verified bytes where given (a file replaced since its hash
+    was checked is never read), else from the file."""
+    return core.read_model(data) if data is not None else core.read_model(str(path))
 
 
 TENSORRT_EXTRA = BACKENDS["tensorrt"].install
@@ -384,7 +403,7 @@ class TensorRTRunner(Lifecycle):
     device = "cuda"
     streams = 1
 
-    def __init__(self, path: Path, record: dict[str, Any], artifact: str = "ARTIFACT"):
+    def __init__(self, path: Path, record: dict[str, Any], artifact: str = "ARTIFACT", data: bytes | None = None):
         import importlib.util
         import threading
 
@@ -396,7 +415,7 @@ class TensorRTRunner(Lifecycle):
         import tensorrt as trt
         from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
-        engine_file = read_engine(path)
+        engine_file = read_engine(path, data)  # the verified bytes where given: what was hashed is what runs
         capability, gpu = local_gpu()
         check_compatible(engine_file.header, trt.__version__, capability, artifact)
         if engine_file.header.get("abi") != record:  # also checked by load; parity builds runners directly

@@ -8,42 +8,55 @@ import sys
 import click
 
 from readout_export.cli.run import ARTIFACT_DIR, require_export_extra, run_command
+from readout_export.cli.trust import policy, trusted_key_option
 
 
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (reconciliation field by field).")
 @click.option("--strict", is_flag=True, help="Exit 1 when reconciliation is NOT_EVALUATED (source model absent).")
+@trusted_key_option
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def verify(artifact: str, as_json: bool, strict: bool, debug: bool) -> None:
-    """Check ARTIFACT without running a model: file hashes, embedded records, layered identity, the
-    lifecycle state against its evidence, and reconciliation of the semantic record with the recorded
-    source model and the kept build manifest.
+def verify(artifact: str, as_json: bool, strict: bool, trusted_keys: tuple[str, ...], debug: bool) -> None:
+    """Check ARTIFACT without running a model: its signatures, file hashes, embedded records, layered
+    identity, the lifecycle state against its evidence, and reconciliation of the semantic record with the
+    recorded source model and the kept build manifest.
+
+    Hashes catch a file changed on its own; only a signature by a key you trust catches an artifact
+    rewritten with its hashes recomputed (docs/trust.md). Under a signature policy (--trusted-key, or
+    READOUT_TRUSTED_KEYS) an artifact that no trusted key signed is refused.
 
     Exit 0 when nothing failed, 1 on a reconciliation FAIL or a lifecycle state its evidence does not
-    support (and with --strict when reconciliation is NOT_EVALUATED), 2 on an unreadable artifact.
+    support (and with --strict when reconciliation is NOT_EVALUATED), 2 on an unreadable artifact or one
+    the signature policy refuses.
     """
     def go():
+        from readout_sdk.artifact import open_artifact, read_meta_bytes
+        from readout_sdk.release.lifecycle import derive
+        from readout_sdk.release.signing import examine
+
+        keys = policy(trusted_keys)
         require_export_extra()
         from readout_export.reconcile import reconcile
-        from readout_sdk.artifact import open_artifact
-        from readout_sdk.release.lifecycle import derive
 
-        art = open_artifact(artifact)
-        return art, reconcile(art), derive(art)
+        art = open_artifact(artifact, trusted=keys)
+        signatures = examine(art.path, read_meta_bytes(art.path)[1]) if not keys else None
+        return art, reconcile(art), derive(art), signatures
 
-    art, recon, state = run_command(debug, as_json, go)
+    art, recon, state, signatures = run_command(debug, as_json, go)
+    signed = (f"signed by trusted key {art.signed_by}" if art.signed_by else signatures.line())
     stored = (art.extra.get("lifecycle") or {}).get("state")
     lifecycle_ok = stored in (None, state.state)
     ident = art.identity
     if as_json:
         click.echo(json.dumps({"ok": recon.decision == "PASS" and lifecycle_ok, "path": str(art.path),
-                               "release_id": ident.release_id if ident else None,
+                               "release_id": ident.release_id if ident else None, "signatures": signed,
                                "reconciliation": recon.to_json(), "lifecycle": state.to_json(),
                                "lifecycle_kept": stored}, indent=2, default=str))
     else:
         click.echo(f"{art.path}: hashes and embedded records verified; release "
                    f"{ident.short() if ident else 'unknown (built before readout-identity/1)'}")
+        click.echo(f"  signatures {signed}")
         for line in recon.lines():
             click.echo(f"  {line}")
         click.echo(f"  lifecycle {state.state}" + (f" (missing: {'; '.join(state.missing)})" if state.missing else ""))
@@ -86,17 +99,19 @@ def diff(a: str, b: str, as_json: bool, debug: bool) -> None:
 @click.option("--parent", required=True, type=ARTIFACT_DIR,
               help="The release this one replaces (its rollback target); must be at least RECONCILED.")
 @click.option("--json", "as_json", is_flag=True, help="Print the compatibility record as JSON.")
+@trusted_key_option
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def promote(artifact: str, parent: str, as_json: bool, debug: bool) -> None:
+def promote(artifact: str, parent: str, as_json: bool, trusted_keys: tuple[str, ...], debug: bool) -> None:
     """Make ARTIFACT a CANDIDATE: write compatibility.json (diff against PARENT, cache-invalidation plan,
     rollback target with the parent's release id and file hashes) atomically into ARTIFACT.
 
     Refuses (exit 2) an artifact that is not EVALUATED, or a parent that is not at least RECONCILED,
-    naming what is missing.
+    naming what is missing; under a signature policy (--trusted-key, READOUT_TRUSTED_KEYS), either one
+    unsigned by a trusted key. Promoting rewrites readout.json: sign the artifact afterwards.
     """
     from readout_export.promote import promote as do_promote
 
-    doc = run_command(debug, as_json, lambda: do_promote(artifact, parent))
+    doc = run_command(debug, as_json, lambda: do_promote(artifact, parent, policy(trusted_keys)))
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))
         return

@@ -56,9 +56,10 @@ class Head:
 class Context:
     """What a family's encoder and decoder need from one artifact, read once at load."""
 
-    def __init__(self, record: dict[str, Any], tokenizer_path: Path):
+    def __init__(self, record: dict[str, Any], tokenizer: Path | bytes):
+        """``tokenizer``: the tokenizer.json path, or its verified bytes (what `load` passes)."""
         self.record = record
-        self.encoder = TextEncoder(record, tokenizer_path)
+        self.encoder = TextEncoder(record, tokenizer)
         self.labels: tuple[str, ...] = tuple(record["output"].get("labels") or ())
         self.output: dict[str, Any] = record["output"]
         self.long: dict[str, Any] = record["input"].get("long_inputs") or {"policy": "truncate"}
@@ -176,6 +177,12 @@ class Family:
         labels = record["output"].get("labels")
         if self.label_axis and labels is not None and len(set(labels)) != len(labels):
             raise AbiError("ABI record $.output.labels: labels repeat")
+        if self.label_axis and labels is not None:  # the label map names the head's last axis, entry by entry
+            for i, out in enumerate(record["outputs"]):
+                width = (out.get("shape") or [None])[-1]
+                if width is not None and width != len(labels):
+                    raise AbiError(f"ABI record $.outputs[{i}].shape: {out['name']!r} is {width} wide, but "
+                                   f"$.output.labels names {len(labels)} labels")
         roles = record["input"].get("pair")
         want = {"first": self.pair_roles[0], "second": self.pair_roles[1]} if self.pair_roles else None
         if roles != want:

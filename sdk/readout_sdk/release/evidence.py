@@ -20,7 +20,37 @@ RECONCILIATION = "reconciliation"  # the parity checks' target name for reconcil
 # readout.json key -> the kept report it lists (with the report's sha256)
 KEPT_FILES = {"parity": PARITY_FILE, "evaluation": "evaluation.json", "bench": "bench.json",
               "compatibility": "compatibility.json"}
-WHY_IGNORED = {"not listed": "not listed in readout.json", "changed": "changed after readout.json listed it"}
+WHY_IGNORED = {"not listed": "not listed in readout.json", "changed": "changed after readout.json listed it",
+               "malformed": "listed in readout.json but not a JSON object"}
+
+
+def pending_path(root: Path, key: str) -> Path:
+    """Where a kept report waits while readout.json is switched to list it (`lifecycle.keep`): between
+    that switch and the rename that follows, the listed bytes are here, and readers look here too."""
+    return root / f".{KEPT_FILES[key]}.pending"
+
+
+def listed_sha(listing: Mapping[str, Any], key: str) -> str | None:
+    """The sha256 readout.json (``listing``) lists for kept report ``key``, or None."""
+    entry = listing.get(key)
+    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
+    return sha if isinstance(sha, str) else None
+
+
+def _listed_bytes(root: Path, key: str, listing: Mapping[str, Any]) -> bytes | None:
+    """The bytes of kept report ``key`` that readout.json lists: the report file's, or, while a keep is
+    between its two steps (or was killed there), its pending file's. None when neither matches."""
+    sha = listed_sha(listing, key)
+    if sha is None:
+        return None
+    for path in (root / KEPT_FILES[key], pending_path(root, key)):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(data).hexdigest() == sha:
+            return data
+    return None
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -41,31 +71,21 @@ def _object(data: bytes) -> dict[str, Any] | None:
 
 def kept_status(root: Path, key: str, listing: Mapping[str, Any]) -> str:
     """Whether the kept report ``key`` is the one readout.json (``listing``) lists: "listed", "absent",
-    "not listed" (a file readout.json does not name) or "changed" (its sha256 differs)."""
-    path = root / KEPT_FILES[key]
-    entry = listing.get(key)
-    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
-    try:
-        data = path.read_bytes()
-    except OSError:
+    "not listed" (a file readout.json does not name), "changed" (its sha256 differs) or "malformed" (the
+    listed bytes are not a JSON object: ignored, never a crash)."""
+    data = _listed_bytes(root, key, listing)
+    if data is not None:
+        return "listed" if _object(data) is not None else "malformed"
+    if not (root / KEPT_FILES[key]).is_file():
         return "absent"
-    if sha is None:
-        return "not listed"
-    return "listed" if hashlib.sha256(data).hexdigest() == sha else "changed"
+    return "not listed" if listed_sha(listing, key) is None else "changed"
 
 
 def read_kept(root: Path, key: str, listing: Mapping[str, Any]) -> dict[str, Any] | None:
     """The kept report ``key`` (parity, evaluation, bench, compatibility) as a JSON object, only when
-    readout.json (``listing``: its parsed content) lists it with this file's sha256; else None."""
-    entry = listing.get(key)
-    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
-    if sha is None:
-        return None
-    try:
-        data = (root / KEPT_FILES[key]).read_bytes()
-    except OSError:
-        return None
-    return _object(data) if hashlib.sha256(data).hexdigest() == sha else None
+    readout.json (``listing``: its parsed content) lists it with these bytes' sha256; else None."""
+    data = _listed_bytes(root, key, listing)
+    return _object(data) if data is not None else None
 
 
 @dataclass
@@ -113,9 +133,9 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
     if release_id is None or doc.get("release_id") != release_id:
         return None, (f"{PARITY_FILE} is for release {str(doc.get('release_id'))[:12]}, not this one "
                       f"({str(release_id)[:12]})")
-    evaluated = doc.get("target_files") or {}
+    evaluated = doc.get("target_files") if isinstance(doc.get("target_files"), dict) else {}
     cells: dict[tuple[str, str], Cell] = {}
-    rows = [(c, True) for c in doc.get("checks", [])] + [(m, False) for m in doc.get("measurements", [])]
+    rows = [(c, True) for c in _list(doc.get("checks"))] + [(m, False) for m in _list(doc.get("measurements"))]
     for item, is_check in rows:
         if not isinstance(item, dict):
             continue
@@ -128,3 +148,8 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
         if isinstance(item.get("measured"), (int, float)):
             cell.measured[str(item.get("metric"))] = float(item["measured"])
     return KeptParity(str(doc.get("machine", "")), cells), ""
+
+
+def _list(value: Any) -> list[Any]:
+    """A report's list field, or nothing: a listed report of another shape is read as holding no rows."""
+    return value if isinstance(value, list) else []

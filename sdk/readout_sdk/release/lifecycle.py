@@ -9,13 +9,17 @@ read; :func:`derive` is what decides, and `inspect` says when the two disagree.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional
 
-from readout_sdk.release.evidence import KEPT_FILES, PARITY_FILE, RECONCILIATION, kept_parity, read_kept
+from readout_sdk.release.evidence import (KEPT_FILES, PARITY_FILE, RECONCILIATION, WHY_IGNORED, kept_parity,
+                                         kept_status, listed_sha, pending_path, read_kept)
 
 STATES = ("DRAFT", "RECONCILED", "EVALUATED", "CANDIDATE")
 COMPATIBILITY_FILE = "compatibility.json"
@@ -47,8 +51,6 @@ def derive_from(root: str | Path, record: Mapping[str, Any], files: Mapping[str,
     """The state the evidence in directory ``root`` supports for ``record``'s release, whose targets'
     graphs have the sha256s ``files`` (target -> sha256). ``listing``: readout.json's content, which
     lists each kept report with its sha256 (`readout_sdk.release.evidence.read_kept`); none: no evidence."""
-    from readout_sdk.artifact import sha256_file
-
     root = Path(root)
     listing = listing or {}
     release_id = (record.get("identity") or {}).get("release_id")
@@ -68,20 +70,20 @@ def derive_from(root: str | Path, record: Mapping[str, Any], files: Mapping[str,
                        f"{', '.join(f'{t} {v}' for t, v in sorted(verdicts.items())) or 'none'})")
     if missing:
         return Lifecycle("DRAFT", [], missing)
-    evidence = [{"file": PARITY_FILE, "sha256": sha256_file(root / PARITY_FILE),
+    evidence = [{"file": PARITY_FILE, "sha256": listed_sha(listing, "parity"),
                  "shows": f"reconciliation PASS; parity PASS for {', '.join(passed)}"}]
     evaluated = passed_test_evaluation(root, release_id, listing)
     if evaluated is None:
         return Lifecycle("RECONCILED", evidence,
                          [f"EVALUATED: a test evaluation of this release whose gates all pass "
                           f"(`readout-export evaluate ARTIFACT --data TEST.jsonl --role test`, kept in {EVALUATION_FILE})"])
-    evidence.append({"file": EVALUATION_FILE, "sha256": sha256_file(root / EVALUATION_FILE),
+    evidence.append({"file": EVALUATION_FILE, "sha256": listed_sha(listing, "evaluation"),
                      "shows": f"test evaluation on data {evaluated['data']['sha256'][:12]} ({evaluated['data']['rows']} "
                               f"rows): {len(evaluated['gates'])} gates PASS"})
     compat = read_kept(root, "compatibility", listing)
     if compat is not None and compat.get("release_id") == release_id:
         parent = (compat.get("rollback") or {}).get("release_id", "?")
-        evidence.append({"file": COMPATIBILITY_FILE, "sha256": sha256_file(root / COMPATIBILITY_FILE),
+        evidence.append({"file": COMPATIBILITY_FILE, "sha256": listed_sha(listing, "compatibility"),
                          "shows": f"promoted with rollback target {str(parent)[:12]}"})
         return Lifecycle("CANDIDATE", evidence, [])
     return Lifecycle("EVALUATED", evidence, ["CANDIDATE: `readout-export promote ARTIFACT --parent PARENT`"])
@@ -128,12 +130,28 @@ def _refresh(root: Path, updates: Mapping[str, Any] | None) -> Lifecycle:
     return state
 
 
-def keep(root: str | Path, key: str, doc: Mapping[str, Any], summary: Mapping[str, Any] | None = None,
+Make = Callable[[Optional[dict[str, Any]]], tuple[Mapping[str, Any], Optional[Mapping[str, Any]]]]
+
+
+def keep(root: str | Path, key: str, doc: Mapping[str, Any] | Make, summary: Mapping[str, Any] | None = None,
          updates: Mapping[str, Any] | None = None) -> Lifecycle:
-    """Keep report ``doc`` as the artifact's ``key`` report (parity, evaluation, bench, compatibility):
-    write its file atomically, then list it in readout.json with its sha256 beside ``summary`` (and any
-    other ``updates``) and the state the evidence now supports, in one atomic write. Killed between the
-    two writes, the new report is simply not listed: ignored, never trusted."""
+    """Keep report ``doc`` as the artifact's ``key`` report (parity, evaluation, bench, compatibility) and
+    list it in readout.json with its sha256 beside ``summary`` (and any other ``updates``) and the state the
+    evidence now supports. ``doc`` may be a function of the report kept now (the listed one, or None) that
+    returns ``(doc, summary)``: it is called under the artifact's lock, so a concurrent run's report is
+    extended, never lost.
+
+    The report and its listing change together or not at all, for readers and after a kill:
+
+    1. the new report is written beside the old one as a hidden pending file;
+    2. readout.json is switched, in one atomic write, to list the new sha256 (the commit point; from here
+       readers find the listed bytes in the pending file, `readout_sdk.release.evidence.read_kept`);
+    3. the pending file is renamed over the report.
+
+    Killed before 2, the old report stays listed and the pending file is removed by the next keep; killed
+    after 2, the next keep finishes the rename. A report file that readout.json does not list (edited by
+    hand, or left by an older version) is never extended nor silently replaced: it is moved aside, named in
+    a warning, and a new report started."""
     import hashlib
 
     from readout_sdk.atomic import write_atomic
@@ -141,11 +159,56 @@ def keep(root: str | Path, key: str, doc: Mapping[str, Any], summary: Mapping[st
 
     root = Path(root)
     name = KEPT_FILES[key]
-    data = (json.dumps(_strict(doc), indent=2, allow_nan=False, default=str) + "\n").encode("utf-8")
-    entry = {**(summary or {}), "file": name, "sha256": hashlib.sha256(data).hexdigest()}
     with exclusive(root / "readout.json", wait=UPDATE_WAIT, what="updated"):  # the report and its listing together
-        write_atomic(root / name, data)
-        return _refresh(root, {**(updates or {}), key: entry})
+        listing = settle(root)
+        if callable(doc):
+            doc, summary = doc(read_kept(root, key, listing))
+        _set_aside(root, key, listing)
+        data = (json.dumps(_strict(doc), indent=2, allow_nan=False, default=str) + "\n").encode("utf-8")
+        entry = {**(summary or {}), "file": name, "sha256": hashlib.sha256(data).hexdigest()}
+        pending = pending_path(root, key)
+        write_atomic(pending, data)
+        state = _refresh(root, {**(updates or {}), key: entry})
+        os.replace(pending, root / name)
+        return state
+
+
+def settle(root: Path) -> dict[str, Any]:
+    """Finish or undo what a killed keep left (call under the artifact's lock); return readout.json's
+    content. A pending report readout.json lists is renamed into place; any other pending file is removed."""
+    meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
+    for key, name in KEPT_FILES.items():
+        pending = pending_path(root, key)
+        if not pending.is_file():
+            continue
+        if _sha256_of(pending) == listed_sha(meta, key):
+            os.replace(pending, root / name)  # listed already: the rename was all that was left
+        else:
+            pending.unlink()  # never listed: the run that wrote it died before its commit point
+    return meta
+
+
+def _set_aside(root: Path, key: str, listing: Mapping[str, Any]) -> None:
+    """Move a report file that readout.json does not list (or lists with another sha256) out of the way,
+    keeping its bytes: a user's file is never deleted, and an unlisted one is never vouched for."""
+    status = kept_status(root, key, listing)
+    if status not in ("not listed", "changed"):
+        return
+    from datetime import datetime, timezone
+
+    path = root / KEPT_FILES[key]
+    aside = path.with_name(f"{path.name}.ignored-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}")
+    os.replace(path, aside)
+    logging.getLogger("readout_sdk").warning(
+        "warning: %s was %s; moved aside to %s (kept, not evidence) and a new report started",
+        path, WHY_IGNORED[status], aside.name)
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _strict(value: Any) -> Any:

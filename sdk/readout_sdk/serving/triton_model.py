@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
+from readout_sdk.release.signing import trusted_keys
 from readout_sdk.profiles import Profile
 from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.runners import Lifecycle
@@ -109,7 +110,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
         root = Path(args["model_repository"]) / args["model_version"] / README_DIR
-        art = open_artifact(root, check_graphs=False, graphs=False)
+        art = open_artifact(root, check_graphs=False, graphs=False, trusted=trusted_keys())  # READOUT_TRUSTED_KEYS
         if json.loads(params.get(ABI_PARAMETER, "null")) != art.record:
             raise ArtifactError(f"{config['name']}: the ABI record in config.pbtxt differs from {root}/readout.json")
         target = next((t for t in art.targets if t.name == params.get(TARGET_PARAMETER)), None)
