@@ -15,7 +15,6 @@ from readout_eval.slices import DEFAULT_MIN_SUPPORT, slices
 from readout_eval.tasks import Case, Measured, Task, task_of
 from readout_eval.tasks.base import items_of
 
-from readout_sdk.release.lifecycle import EVALUATION_FILE
 
 SCHEMA = "readout-evaluation/1"
 
@@ -178,19 +177,16 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def keep_in_artifact(root: Path, doc: dict[str, Any], lineage: dict[str, Any]) -> None:
-    """evaluation.json keeps every run of this release (atomic); readout.json its lineage and state."""
-    from readout_sdk.artifact import ArtifactError, read_meta
-    from readout_sdk.release.evidence import WHY_IGNORED, kept_status, read_kept
+    """evaluation.json keeps every run of this release; readout.json its lineage and state. The run is
+    appended to the report readout.json lists, read under the artifact's lock (`lifecycle.keep`): a
+    concurrent run is not lost, an unlisted file is set aside, and a killed run blocks nothing."""
     from readout_sdk.release.lifecycle import keep
 
-    listing = read_meta(root)
-    status = kept_status(root, "evaluation", listing)
-    if status in ("changed", "not listed"):  # never append to (and so vouch for) runs readout.json does not list
-        raise ArtifactError(f"{root / EVALUATION_FILE}: {WHY_IGNORED[status]}, so its runs are not this "
-                            "artifact's record; move it aside to start a new one")
-    kept = read_kept(root, "evaluation", listing) if status == "listed" else None
-    if not kept or kept.get("release_id") != doc["release_id"] or not isinstance(kept.get("runs"), list):
-        kept = {"schema": SCHEMA, "release_id": doc["release_id"], "runs": []}
-    kept["runs"].append(public(doc))
-    summary = {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"], "gates": len(doc["gates"])}
-    keep(root, "evaluation", kept, summary, {"lineage": lineage})
+    def extend(kept: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not kept or kept.get("release_id") != doc["release_id"] or not isinstance(kept.get("runs"), list):
+            kept = {"schema": SCHEMA, "release_id": doc["release_id"], "runs": []}
+        kept["runs"].append(public(doc))
+        return kept, {"role": doc["role"], "data": doc["data"]["sha256"], "verdict": doc["verdict"],
+                      "gates": len(doc["gates"])}
+
+    keep(root, "evaluation", extend, updates={"lineage": lineage})

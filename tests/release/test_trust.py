@@ -246,12 +246,12 @@ def test_the_runtime_gets_the_bytes_that_were_hashed_not_the_file_reopened(art, 
     graph = art / _meta(art)["targets"][0]["file"]
     original = graph.read_bytes()
     tampered = onnx.load_from_string(original)
-    for init in tampered.graph.initializer:  # the head's bias, shifted: other scores
-        if init.dims == [3]:
-            arr = onnx.numpy_helper.to_array(init) + 5.0 * np.arange(3, dtype=np.float32)
+    for init in tampered.graph.initializer:  # the head's weight [labels, hidden], rows rescaled: other scores
+        if len(init.dims) == 2 and init.dims[0] == 3:
+            arr = onnx.numpy_helper.to_array(init) * np.array([[1.0], [-4.0], [6.0]], np.float32)
             init.CopyFrom(onnx.numpy_helper.from_array(arr.astype(np.float32), init.name))
     tampered_bytes = tampered.SerializeToString()
-    assert tampered_bytes != original  # the head's bias was found and shifted
+    assert tampered_bytes != original  # the head's weight was found and changed
     real = artifact_module.read_verified
 
     def read_then_swap(root, name, expected):
