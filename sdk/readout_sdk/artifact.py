@@ -284,24 +284,54 @@ def _open(root: Path, check_graphs: bool, graphs: bool | Literal["present"], tru
 COMPANIONS = ("build.log", SIGNATURE_FILE)  # the signatures over readout.json cannot be listed in it
 
 
+def tool_files(root: Path, meta: dict[str, Any]) -> set[str]:
+    """The names this tool writes into the artifact directory ``root`` whose readout.json holds ``meta``:
+    readout.json, the tokenizer, each target's file (and the raw plan beside an engine), the companions,
+    the kept reports (and their pending halves), the update lock."""
+    from readout_sdk.release.evidence import KEPT_FILES, pending_path
+
+    names = {ARTIFACT_FILE, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while readout.json is updated
+    tok = meta.get("tokenizer")
+    if isinstance(tok, dict) and isinstance(tok.get("file"), str):
+        names.add(tok["file"])
+    for t in meta.get("targets") or ():
+        if isinstance(t, dict) and isinstance(t.get("file"), str):
+            names.add(t["file"])
+            kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))
+            if kind is not None and kind.compiled_on_device:  # the raw plan `compile` writes beside its engine
+                names.add(str(Path(t["file"]).with_suffix(".plan")))
+    for key, name in KEPT_FILES.items():
+        names |= {name, pending_path(root, key).name}
+    return names
+
+
+def foreign_files(root: Path) -> list[str] | None:
+    """What in directory ``root`` this tool did not write, by name (sorted): everything but
+    :func:`tool_files` of its readout.json. None when ``root`` holds no readable artifact readout.json (so
+    nothing in it is positively ours). `build --force` replaces only a directory where this is empty."""
+    try:
+        meta = read_meta(root)
+    except ArtifactError:
+        return None
+    ours = tool_files(root, meta)
+    try:
+        return sorted(p.name for p in root.iterdir() if p.name not in ours or not (p.is_file() or p.is_symlink()))
+    except OSError:
+        return None
+
+
 def unlisted(art: Artifact) -> dict[str, str]:
     """Files in the artifact directory that readout.json does not list, and kept reports it lists with
     another sha256 (file -> why): nothing reads them, `inspect` reports them."""
-    from readout_sdk.release.evidence import KEPT_FILES, WHY_IGNORED, kept_status, pending_path
+    from readout_sdk.release.evidence import KEPT_FILES, WHY_IGNORED, kept_status
 
-    known = {ARTIFACT_FILE, art.tokenizer_file, *COMPANIONS, f".{ARTIFACT_FILE}.lock"}  # the lock: while updated
-    for t in art.targets:
-        known.add(t.file)
-        if t.kind.compiled_on_device:  # the raw plan `compile` writes beside its engine
-            known.add(str(Path(t.file).with_suffix(".plan")))
+    known = tool_files(art.path, {"tokenizer": {"file": art.tokenizer_file},
+                                  "targets": [{"file": t.file, "format": t.format, "precision": t.precision,
+                                               "runtime": t.runtime} for t in art.targets]})
     out: dict[str, str] = {}
     for key, name in KEPT_FILES.items():
-        known.add(pending_path(art.path, key).name)  # a report between its two writes (`lifecycle.keep`)
         status = kept_status(art.path, key, art.extra)
-        if status == "listed":
-            known.add(name)
-        elif status != "absent":
-            known.add(name)
+        if status not in ("listed", "absent"):
             out[name] = f"{WHY_IGNORED[status]}: ignored, not evidence"
     try:
         names = sorted(p.name for p in art.path.iterdir())

@@ -175,6 +175,54 @@ def test_force_replaces_only_artifacts(tmp_path, built):
     assert (tmp_path / "precious" / "notes.txt").read_text() == "not an artifact"
 
 
+@pytest.mark.parametrize("intruder", ["bare_readout_json", "user_file", "user_dir", "set_aside_report"])
+def test_force_replaces_a_directory_only_when_this_tool_wrote_everything_in_it(tmp_path, built, intruder):
+    """--force is positive identification: a readable artifact readout.json and nothing it does not
+    account for. A folder that merely contains some readout.json, or an artifact a user put a file in,
+    is refused (exit 2, one line naming what would be lost) and left byte for byte as it was."""
+    manifest = json.loads((built.parent.parent / "manifest.json").read_text())
+    manifest["model"] = str(built.parent.parent / "model")
+    out = tmp_path / "out"
+    manifest["output_dir"] = str(out)
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    if intruder == "bare_readout_json":
+        out.mkdir()
+        (out / "readout.json").write_text('{"mine": 1}')
+        (out / "precious.txt").write_text("keep me")
+    else:
+        shutil.copytree(built, out)
+        if intruder == "user_file":
+            (out / "precious.txt").write_text("keep me")
+        elif intruder == "user_dir":
+            (out / "notes").mkdir()
+            (out / "notes" / "precious.txt").write_text("keep me")
+        else:  # what lifecycle.keep set aside: a user's edited report, kept
+            (out / "evaluation.json.ignored-20261205T000000000000Z").write_text("keep me")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for command in (["validate", str(tmp_path / "m.json")], ["build", str(tmp_path / "m.json"), "--force"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("error:") == 1 and ("not an artifact" in result.stderr
+                                                       or "move them out first" in result.stderr)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    if intruder != "bare_readout_json":  # with the intruder gone, --force replaces the artifact
+        for p in sorted(out.iterdir()):
+            if p.name not in {q.name for q in built.iterdir()}:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        assert CliRunner().invoke(main, ["build", str(tmp_path / "m.json"), "--force"]).exit_code == 0
+
+
+def test_a_new_top_level_output_dir_is_refused(tmp_path, built):
+    """A destination directly under / (for instance where a dangling link's target resolves) is never made."""
+    manifest = json.loads((built.parent.parent / "manifest.json").read_text())
+    manifest["model"] = str(built.parent.parent / "model")
+    manifest["output_dir"] = "/readout-export-test-never-made"
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "m.json")])
+    assert result.exit_code == 2 and "top-level directory" in result.stderr
+    assert not Path("/readout-export-test-never-made").exists()
+
+
 @pytest.mark.parametrize("command", [[], ["build"], ["validate"], ["inspect"]])
 def test_every_command_has_help(command):
     result = CliRunner().invoke(main, command + ["--help"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from readout_sdk.artifact import ARTIFACT_FILE
+from readout_sdk.artifact import ARTIFACT_FILE, foreign_files
 
 from readout_export.errors import ManifestError
 
@@ -24,8 +24,9 @@ def check_destination(out: Path, force: bool | None, keep_safe: dict[str, Path],
     ``keep_safe``: what must survive the write (name -> path: the manifest, the model directory).
     ``marker``: the file that makes an existing directory one of ours (readout.json, or a Triton repo's).
     """
-    if out == Path(out.anchor) or out.parent == Path(out.anchor) and out.exists():
-        raise ManifestError(where, f"{out} is a system directory; choose a directory of its own for the artifact")
+    if out == Path(out.anchor) or out.parent == Path(out.anchor):  # existing or not: a top-level directory
+        raise ManifestError(where, f"{out} is {'a system' if out.exists() else 'a new top-level'} directory; "
+                                   "choose a directory of its own for the artifact")
     home = Path.home().resolve()
     if out == home:
         raise ManifestError(where, f"{out} is the home directory; choose a directory of its own")
@@ -43,12 +44,31 @@ def check_destination(out: Path, force: bool | None, keep_safe: dict[str, Path],
     if out.exists():
         if not out.is_dir():
             raise ManifestError(where, f"{out} exists and is not a directory")
-        ours = (out / marker).is_file()
-        if any(out.iterdir()) and not ours:
-            raise ManifestError(where, f"{out} holds files but is not an artifact; refusing to replace it "
-                                       "even with --force")
+        if any(out.iterdir()):
+            _ours_alone(out, marker, where)
         if force is False:
             raise ManifestError(where, f"{out} already exists; pass --force to replace it")
         if force is None:
             notes.append(f"{out} exists already: build needs --force to replace it")
     return notes
+
+
+def _ours_alone(out: Path, marker: str, where: str) -> None:
+    """Refuse a non-empty ``out`` unless this tool positively wrote it and nothing else is in it: for an
+    artifact, a readable readout.json and no file it does not account for (`readout_sdk.artifact.
+    foreign_files`: a user's notes, a kept report set aside, a subdirectory); for a Triton repository,
+    its marker. Replacing it would delete whatever is not ours, and a user's file is never deleted."""
+    if marker != ARTIFACT_FILE:
+        if not (out / marker).is_file():
+            raise ManifestError(where, f"{out} holds files but is not one this tool wrote; refusing to replace it "
+                                       "even with --force")
+        return
+    foreign = foreign_files(out)
+    if foreign is None:
+        raise ManifestError(where, f"{out} holds files but is not an artifact (no readable {ARTIFACT_FILE}); "
+                                   "refusing to replace it even with --force")
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ManifestError(where, f"{out} is an artifact but also holds {shown}, which the artifact does not "
+                                   "list; replacing it would delete them: move them out first (even --force "
+                                   "replaces only what this tool wrote)")
