@@ -34,7 +34,8 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
               risk: float | None = None, precision: float | None = None, target: str | None = None,
               say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Fit what the family's calibrators allow on ``data`` (role calibration) and write the calibrated
-    artifact to ``output``; return a summary (release ids, what was fitted, on what data)."""
+    artifact to ``output``; return a summary (release ids, what was fitted, on what data, and the
+    split-role audit's flags)."""
     import readout_sdk
 
     if coverage is not None and risk is not None:
@@ -45,6 +46,9 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     root, out = Path(artifact), Path(output).absolute()
     if out.exists():
         raise InputRefused(f"{out}: already exists; calibrate writes a new artifact")
+    source = root.resolve()
+    if source == out.resolve() or source in out.resolve().parents:  # a folder in the artifact is not listed in it
+        raise InputRefused(f"{out}: inside the artifact it calibrates ({root}); write the new artifact beside it")
     for parent in out.parents:  # checked before any fitting: a path under a file can never be written
         if parent.exists():
             if not parent.is_dir():
@@ -56,7 +60,10 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     try:  # the engine is released whatever the fit refuses
         meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
         root_id = L.root_of(engine.abi)
-        L.audit(L.uses(meta, root), ds.use("calibration"), "calibration", engine.release_id, root_id, str(ds.path))
+        used = ds.use("calibration", engine.family_spec)  # row keys read the fields this family's evaluation reads
+        flags, _ = L.audit(L.uses(meta, root), used, "calibration", engine.release_id, root_id, str(ds.path))
+        for flag in flags:  # an overlap too small to refuse is still the user's to know about
+            say(f"flag: {flag}")
         fam, output_section = engine.family_spec, engine.abi["output"]
         wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
         wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
@@ -112,13 +119,14 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")
     record = overlay(read_onnx_record(root / graph.file), calibration, decision)
-    use = L.entry(ds.use("calibration"), "calibration", "calibrate", art.identity.release_id if art.identity else None,
+    use = L.entry(used, "calibration", "calibrate", art.identity.release_id if art.identity else None,
                   root_id, produced=record["identity"]["release_id"])
     write_artifact(root, out, meta, record, L.uses(meta, root) + [use])  # the new artifact carries what it knows
     L.append(root_id, use)
     return {"artifact": str(out), "parent_release_id": art.identity.release_id if art.identity else None,
             "release_id": record["identity"]["release_id"], "calibration": calibration,
-            "decision": {k: v for k, v in decision.items() if k != "fitted"}, "fitted": fitted, "data": described}
+            "decision": {k: v for k, v in decision.items() if k != "fitted"}, "fitted": fitted, "data": described,
+            "flags": flags}
 
 
 def write_artifact(parent: Path, out: Path, meta: dict[str, Any], record: dict[str, Any],

@@ -2,15 +2,22 @@
 
 A row's ``id`` defaults to its line number (1-based); ``slice`` is a string or a list of strings naming
 the data's own slices. The file's sha256 (of its bytes) is what lineage and reports name it by.
+
+Lineage also keeps a *content key* per row (:func:`row_key`), so that the split-role audit
+(`readout_eval.lineage`) recognizes a copy of a split that was only reformatted: the key reads only the
+fields the family's evaluation reads (:func:`content_fields`), NFKC-normalized, case-folded, with
+invisible format characters removed and whitespace collapsed.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from readout_sdk.errors import InputRefused
 from readout_sdk.jsonl import objects
@@ -21,6 +28,18 @@ class DataError(InputRefused):
 
 
 ROLES = ("development", "calibration", "test")
+
+# The row-key format, the prefix of every content key. Bump it whenever the normalization changes: keys of two
+# formats are never compared (a record from before content keys has bare 12-hex raw digests instead).
+ROW_KEY = "c1"
+# fields a task reads beyond its gold fields and the family's input fields (relevance rows are a query and
+# documents, whatever the family's own request fields are)
+TASK_READS = {"relevance": ("query", "documents", "document")}
+# gold fields whose list order means nothing to the task (it reads them as sets)
+SET_FIELDS = frozenset({"labels", "entities", "relevant"})
+# invisible code points that are not format characters (Cf) but render as nothing: the combining grapheme
+# joiner, variation selectors, Hangul fillers
+_IGNORABLE = (0x034F, *range(0xFE00, 0xFE10), 0x115F, 0x1160, 0x3164, 0xFFA0)
 
 
 @dataclass(frozen=True)
@@ -45,19 +64,93 @@ class Dataset:
         """What reports and the calibration layer say about it."""
         return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.rows), "role": role}
 
-    def use(self, role: str) -> dict[str, Any]:
-        """What lineage keeps: :meth:`describe` plus a digest per row, so a reordered or re-identified copy
-        of the same split is still recognized."""
-        return self.describe(role) | {"row_digests": [row_digest(r) for r in self.rows]}
+    def use(self, role: str, family: Any = None) -> dict[str, Any]:
+        """What lineage keeps: :meth:`describe` plus a content key per row (``row_digests``), so that a
+        reordered, re-identified or reformatted copy of the same split is still recognized. ``family``: the
+        evaluated family (its fields are what the keys read; without it, every family's). ``raw_row_digests``
+        are the digests records made before content keys held, for the audit to compare with those only;
+        `readout_eval.lineage.entry` does not keep them."""
+        fields = content_fields(family)
+        return self.describe(role) | {"row_digests": [row_key(r, fields) for r in self.rows],
+                                      "raw_row_digests": [row_digest(r) for r in self.rows]}
 
     def fail(self, row: Row, message: str) -> DataError:
         return DataError(f"{self.path}:{row.line}: {message}")
 
 
 def row_digest(row: Row) -> str:
-    """A row's content (every field but ``id`` and ``slice``), hashed: 12 hex digits."""
+    """The raw digest records kept before content keys: every field but ``id`` and ``slice``, as written,
+    hashed (12 hex digits). Kept only to compare with those records."""
     body = {k: v for k, v in row.fields.items() if k not in ("id", "slice")}
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()[:12]
+
+
+def row_key(row: Row, fields: Iterable[str] | None) -> str:
+    """A row's content key: the ``fields`` it has (None: all it has; never ``id`` or ``slice``), normalized
+    (:func:`canonical`), hashed: ``c1:`` and 16 hex digits. Formatting edits (key order, an unread field,
+    case, Unicode form, whitespace, zero-width characters) leave it unchanged; any change the task would
+    read changes it."""
+    names = row.fields if fields is None else [f for f in fields if f in row.fields]
+    body = {f: canonical(row.fields[f], f in SET_FIELDS) for f in names if f not in ("id", "slice")}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return f"{ROW_KEY}:{hashlib.sha256(text.encode('ascii')).hexdigest()[:16]}"
+
+
+def canonical(value: Any, as_set: bool = False) -> Any:
+    """``value`` with every string normalized (:func:`text_key`) and integral floats as integers (``1.0``
+    reads as ``1`` everywhere); a list of a set-like field (``as_set``) also sorted and without repeats.
+    Dict keys are field names the task looks up exactly, so they stay as written."""
+    if isinstance(value, str):
+        return text_key(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [canonical(v) for v in value]
+        if as_set:
+            by_text = {json.dumps(v, sort_keys=True): v for v in items}
+            items = [by_text[k] for k in sorted(by_text)]
+        return items
+    return value
+
+
+def text_key(text: str) -> str:
+    """NFKC, case-folded (and NFKC again: folding can denormalize), invisible characters removed, every run
+    of Unicode whitespace (no-break spaces included) one space, none at either end."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(folded.translate(_invisible()).split())
+
+
+@functools.lru_cache(maxsize=1)
+def _invisible() -> dict[int, None]:
+    """A translate table deleting format characters (zero-width space and joiners, word joiner, BOM, soft
+    hyphen, bidi marks: category Cf) and the other invisible code points."""
+    table = {c: None for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"}
+    return table | dict.fromkeys(_IGNORABLE)
+
+
+def content_fields(family: Any = None) -> frozenset[str] | None:
+    """The row fields ``family``'s evaluation reads: its input fields (where its task reads rows as input
+    items), its task's gold fields and the task's other fields. ``None``: those of every registered family
+    (a superset, for callers that do not know the family). A family whose task is unknown: None (every
+    field the row has)."""
+    if family is None:
+        return _every_family()
+    from readout_eval.tasks import TASKS  # lazily: the tasks import this module
+
+    task = TASKS.get(getattr(family, "task", ""))
+    if task is None:
+        return None
+    inputs = tuple(family.fields) if task.reads_items else ()
+    return frozenset((*inputs, *task.gold_fields, *TASK_READS.get(task.name, ())))
+
+
+@functools.lru_cache(maxsize=1)
+def _every_family() -> frozenset[str]:
+    from readout_sdk.families import REGISTRY
+
+    return frozenset().union(*(content_fields(f) or () for f in REGISTRY.values()))
 
 
 def number(value: Any) -> float | None:

@@ -87,7 +87,8 @@ def _evaluate(engine: Any, ds: D.Dataset, root: Path, role: str, parent: str | P
     if parent is not None:  # the release this one replaces is part of its lineage too
         history += L.uses(json.loads((Path(parent) / "readout.json").read_text(encoding="utf-8")), Path(parent))
     described = ds.describe(role)
-    flags, tainted = L.audit(history, ds.use(role), role, engine.release_id, root_id, str(ds.path))
+    used = ds.use(role, engine.family_spec)  # row keys on the fields this family's evaluation reads, as calibrate's
+    flags, tainted = L.audit(history, used, role, engine.release_id, root_id, str(ds.path))
     golds = gold_values(engine, ds)
     say(f"evaluating {engine.family} release {str(engine.release_id)[:12]} ({engine.target.name}) on "
         f"{ds.path.name}: {len(ds.rows)} rows, role {role}")
@@ -119,7 +120,7 @@ def _evaluate(engine: Any, ds: D.Dataset, root: Path, role: str, parent: str | P
     doc = clean(doc)  # no NaN or infinity ever reaches a report
     doc["exit_code"] = exit_code(doc)
     doc["_cases"] = cases  # for plots; dropped before anything is written
-    use = L.entry(ds.use(role), role, "evaluate", doc["release_id"], root_id, at=doc["at"])
+    use = L.entry(used, role, "evaluate", doc["release_id"], root_id, at=doc["at"])
     L.append(root_id, use)  # kept on this machine even with keep=False
     if keep:
         lineage = dict(meta.get("lineage") or {})

@@ -242,6 +242,71 @@ def test_split_roles_are_audited_across_the_lineage(calibrated, tmp_path):
     assert doc["verdict"] == "PASS" and doc["tainted"] is True and seen.exit_code == 1  # passes, yet cannot promote
 
 
+# formatting edits a test split may get on its way to calibrate: each leaves what the task reads unchanged
+EDITS = {
+    "an unused field": lambda r: dict(r, source="crawl-7"),
+    "a trailing space": lambda r: dict(r, text=r["text"] + " "),
+    "upper case": lambda r: dict(r, text=r["text"].upper()),
+    "no-break spaces": lambda r: dict(r, text=r["text"].replace(" ", "\u00a0")),
+    "a zero-width space": lambda r: dict(r, text=r["text"][:1] + "\u200b" + r["text"][1:]),
+    "reordered keys and new ids": lambda r: {"id": f"z-{r['text']}", **{k: r[k] for k in reversed(r)}},
+}
+
+
+def write_raw(path, rows):
+    """As an editor would save it: non-ASCII characters as themselves, not JSON escapes."""
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_the_audit_keys_rows_on_content_not_formatting(calibrated, tmp_path):
+    """The test split after any formatting edit is still the test split: calibrate refuses it, naming the
+    file and the earlier use. Other rows are accepted; a file sharing under half of its rows and under half of
+    the test split's is accepted and flagged; a test split padded with more new rows than its own is refused
+    (half of the test split is inside it)."""
+    parent = linked_copy(calibrated["parent"], tmp_path / "parent")
+    rows = labelled(20, 40)
+    test = write_rows(tmp_path / "test.jsonl", rows)
+    ran = cli("evaluate", parent, "--data", test, "--role", "test", "--gate", "accuracy>=0", "--no-keep", "-q")
+    assert ran.exit_code == 0, ran.output
+    for name, edit in EDITS.items():
+        edited = write_raw(tmp_path / "edited.jsonl", [edit(r) for r in rows])
+        assert sha256_file(edited) != sha256_file(test), name
+        refused = cli("calibrate", parent, "--data", edited, "--output", tmp_path / "never")
+        assert refused.exit_code == 2, (name, refused.output)
+        assert "edited.jsonl: 40 of these 40 rows" in refused.output, (name, refused.output)
+        assert "used as test data by `evaluate`" in refused.output and "test.jsonl" in refused.output, name
+        assert refused.output.strip().count("\n") == 0 and not (tmp_path / "never").exists(), name
+    padded = write_rows(tmp_path / "padded.jsonl", rows + labelled(21, 50))  # 40 of 90: under half of it
+    refused = cli("calibrate", parent, "--data", padded, "--output", tmp_path / "never")
+    assert refused.exit_code == 2 and "40 of these 90 rows" in refused.output, refused.output
+    # a label or a word changed is another row: 10 test rows among 30 new ones is under half of both files
+    changed = [dict(r, text=r["text"] + " indeed") for r in rows[:20]] + \
+        [dict(r, label=next(s for s in SENTIMENT if s != r["label"])) for r in rows[20:30]]
+    some = write_raw(tmp_path / "some.jsonl", [EDITS["upper case"](r) for r in rows[30:]] + changed)
+    made = cli("calibrate", parent, "--data", some, "--output", tmp_path / "child", "--json")
+    assert made.exit_code == 0, made.output
+    flags = json.loads(made.output)["flags"]
+    assert len(flags) == 1 and flags[0].startswith("10 of these rows were test data for `evaluate`"), flags
+
+
+def test_records_from_before_content_keys_are_compared_as_raw_rows(calibrated, tmp_path):
+    """A ledger line written with raw row digests (bare hex) is never compared with content keys: an exact
+    copy of its rows (reordered, new ids) is still refused through the raw digests."""
+    from readout_eval import data as D
+    from readout_eval import lineage as L
+
+    parent = linked_copy(calibrated["parent"], tmp_path / "parent")
+    rows = labelled(22, 20)
+    old = D.read(write_rows(tmp_path / "old.jsonl", rows))
+    entry = L.entry(old.use("test"), "test", "evaluate", "0" * 64, None)
+    entry["row_digests"] = [D.row_digest(r) for r in old.rows]  # what an older version kept
+    L.append(L.root_of(json.loads((parent / "readout.json").read_text())["abi"]), entry)
+    copy = write_rows(tmp_path / "copy.jsonl", [dict(r, id=f"n{k}") for k, r in enumerate(rows[::-1])])
+    refused = cli("calibrate", parent, "--data", copy, "--output", tmp_path / "never")
+    assert refused.exit_code == 2 and "20 of these 20 rows" in refused.output, refused.output
+
+
 def test_lifecycle_reaches_evaluated_only_on_a_passing_test_run(calibrated, tmp_path):
     """After parity a passing gated test run makes the calibrated artifact EVALUATED; a later failing test run
     takes it back to RECONCILED; JUnit has one case per gate and a failure for the failed one."""
@@ -312,6 +377,10 @@ def test_evaluate_refuses_bad_input_in_one_line(shared, tmp_path):
     assert typo.exit_code == 2 and "did you mean 'accuracy'" in typo.output
     nothing = cli("calibrate", shared("regression")[1], "--data", good, "--output", tmp_path / "x")
     assert nothing.exit_code == 2 and "nothing to calibrate" in nothing.output and not (tmp_path / "x").exists()
+    before = sorted(p.name for p in art.iterdir())
+    inside = cli("calibrate", art, "--data", good, "--output", art / "calibrated", "--coverage", "0.8")
+    assert inside.exit_code == 2 and "inside the artifact it calibrates" in inside.output
+    assert sorted(p.name for p in art.iterdir()) == before  # no folder (nor its staging) appeared in the source
 
 
 # ---- what the review of this change found: each case refused in one line -----------------------------------
