@@ -523,16 +523,22 @@ class Engine:
 
     # ---- extractive QA ----------------------------------------------------------------------
     def answer(self, question: str, context: str, top_k: int = 1, max_answer_length: int | None = None,
-               batch_size: int | None = None, align_to_words: bool | None = None) -> Answer | list[Answer]:
+               batch_size: int | None = None, align_to_words: bool | None = None,
+               merge_same_text: bool | None = None) -> Answer | list[Answer]:
         """The best answer span(s) in ``context``: one :class:`Answer` for top_k=1, else a list, best first.
 
         Long contexts are split into overlapping windows (the record's stride); spans never cross
         windows and are mapped back to character offsets in ``context``. ``max_answer_length`` (tokens)
         and ``align_to_words`` default to the record's (30 and True: spans widened to whole words, as
         transformers' question-answering pipeline does); ``align_to_words=False`` gives token offsets.
+        Each answer's score is its own span's probability in its window (what a null threshold is
+        calibrated against). ``merge_same_text=True`` answers as transformers' pipeline does instead:
+        candidates with the same text (case aside) are merged and their scores added, so a span seen in
+        two overlapping windows counts twice and a score may exceed 1 (docs/sdk.md).
         """
         answers = self._decide("answer", [(question, context)], batch_size, top_k=top_k,
-                               max_answer_length=max_answer_length, align_to_words=align_to_words)[0]
+                               max_answer_length=max_answer_length, align_to_words=align_to_words,
+                               merge_same_text=merge_same_text)[0]
         return answers[0] if top_k == 1 else answers
 
     # ---- cross-encoder ----------------------------------------------------------------------
