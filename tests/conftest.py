@@ -67,12 +67,15 @@ def docs_artifacts(shared):
     quick-start manifest's targets and max_length), its graphs hard-linked."""
     import shutil
     import subprocess
+    import tempfile
 
     from helpers.docblocks import code_blocks
 
     root = Path(__file__).resolve().parents[1]
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+           # what the docs' commands keep between runs (serve's Triton log) stays out of the tester's home
+           "XDG_STATE_HOME": tempfile.mkdtemp(prefix="readout-docs-state-")}
     minilm = root / "examples" / "minilm" / "dist" / "minilm"
     shutil.rmtree(minilm, ignore_errors=True)
     minilm.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
 from transformers import AutoTokenizer, BertForSequenceClassification
+from transformers.utils import logging as transformers_logging
 
 HERE = Path(__file__).resolve().parent
 LABELS = ["negative", "neutral", "positive"]
@@ -64,6 +65,13 @@ def main() -> None:
     for s, r in splits.items():
         (data / f"{s}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r), encoding="utf-8")
     tok = AutoTokenizer.from_pretrained(source)
+    # The backbone has no classification head: transformers would print a load report calling it MISSING
+    # ("Consider training ..."). That is the point here (the head is fitted below), so keep its report and
+    # progress bars out of the terminal and say it plainly instead.
+    print(f"loading the all-MiniLM-L6-v2 backbone with a new {len(LABELS)}-label head "
+          "(untrained until the logistic regression below fits it)")
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     model = BertForSequenceClassification.from_pretrained(
         source, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)}).eval()
     with torch.no_grad():

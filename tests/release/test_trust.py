@@ -327,3 +327,18 @@ def test_an_unlisted_report_is_moved_aside_with_a_warning_never_deleted(art, cap
     aside = [p for p in art.iterdir() if p.name.startswith("evaluation.json.ignored-")]
     assert len(aside) == 1 and aside[0].read_text() == '{"mine": true}'
     assert "moved aside" in caplog.text and kept_status(art, "evaluation", _meta(art)) == "listed"
+
+
+@pytest.mark.parametrize("command", [["serve-http", "--port", "0"], ["serve", "--http-port", "1"], ["encode"]])
+def test_serving_commands_refuse_an_unsigned_artifact_under_the_policy_before_serving(art, keys, command, tmp_path):
+    """serve-http, serve and encode share the load options: --trusted-key refuses an unsigned artifact
+    with one line and exit 2 before any server or cluster starts."""
+    _, public = keys
+    args = [command[0], str(art), *command[1:], "--trusted-key", str(public)]
+    if command[0] == "encode":
+        args = [command[0], str(art), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out"),
+                "--trusted-key", str(public)]
+        (tmp_path / "in.jsonl").write_text('{"text": "a"}\n')
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("error:") == 1 and "unsigned (no readout.sig)" in result.output

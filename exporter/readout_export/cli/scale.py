@@ -6,6 +6,7 @@ All are torch-free: they need the base install plus their extra (triton, serve, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -31,14 +32,20 @@ def _with_load_options(fn: Callable[..., Any], threads_help: str) -> Callable[..
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--streams", type=click.IntRange(min=1), help="Batches run at once (default: the backend's choice)."),
         click.option("--threads", type=click.IntRange(min=1), help=threads_help),
+        click.option("--trusted-key", "trusted_keys", multiple=True, type=click.Path(),
+                     help="Refuse an artifact unless this Ed25519 public key (a file, or a directory of .pub/.pem "
+                          "files) signed it; repeatable. Default: the keys READOUT_TRUSTED_KEYS names, if any."),
     ]):
         fn = option(fn)
     return fn
 
 
 def _load_kwargs(target: str | None, backend: str, device: str, streams: int | None,
-                 threads: int | None) -> dict[str, Any]:
-    return {"target": target, "backend": backend, "device": device, "streams": streams, "threads": threads}
+                 threads: int | None, trusted_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`readout_sdk.load`'s keyword arguments from the shared options (no --trusted-key: the environment's
+    policy, READOUT_TRUSTED_KEYS, applies inside load)."""
+    return {"target": target, "backend": backend, "device": device, "streams": streams, "threads": threads,
+            "trusted_keys": [str(Path(k).absolute()) for k in trusted_keys] or None}  # absolute: Ray workers too
 
 
 @click.command()
@@ -67,39 +74,52 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--name", help="Model name clients call (default: the artifact's name).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
-@click.option("--http-port", default=8000, show_default=True)
-@click.option("--grpc-port", default=8001, show_default=True)
-@click.option("--metrics-port", default=8002, show_default=True)
+@click.option("--http-port", default=8000, show_default=True, type=click.IntRange(min=1, max=65535))
+@click.option("--grpc-port", default=8001, show_default=True, type=click.IntRange(min=1, max=65535))
+@click.option("--metrics-port", default=8002, show_default=True, type=click.IntRange(min=1, max=65535))
 @click.option("--max-batch-size", default=64, show_default=True, type=click.IntRange(min=1),
               help="Rows Triton's dynamic batcher may merge.")
-@click.option("--max-queue-delay-us", default=2000, show_default=True, help="How long Triton waits to fill a batch.")
-@click.option("--log-file", type=click.Path(dir_okay=False), help="Triton's log (default: this terminal).")
+@click.option("--max-queue-delay-us", default=2000, show_default=True, type=click.IntRange(min=0),
+              help="How long Triton waits to fill a batch.")
+@click.option("--log-file", type=click.Path(dir_okay=False),
+              help="Where Triton's own log goes, rewritten at each start (default: "
+                   "$XDG_STATE_HOME/readout-export/serve/NAME-HTTPPORT.log, ~/.local/state/... without XDG_STATE_HOME); "
+                   "the terminal gets one line per state change.")
 @load_options(SERVE_THREADS)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
           max_batch_size: int, max_queue_delay_us: int, log_file: str | None, target: str | None, backend: str,
-          device: str, streams: int | None, threads: int | None, debug: bool) -> None:
+          device: str, streams: int | None, threads: int | None, trusted_keys: tuple[str, ...], debug: bool) -> None:
     """Serve ARTIFACT with Triton Inference Server (PyTriton) until interrupted.
 
     Clients use tritonclient (HTTP or gRPC): BYTES inputs named after the family's fields (text; query and
     document; question and context; question and choices as a JSON list), BYTES output `result` with one
-    JSON record per row. Dynamic batching merges concurrent requests.
+    JSON record per row. Dynamic batching merges concurrent requests. Triton's own log goes to a file
+    (--log-file); stderr gets one line per state change (starting, loading, ready, stopping, stopped, or
+    failed with the log's last relevant lines: exit 1).
     """
+    import sys
+
     import readout_sdk
-    from readout_sdk.families import get
-    from readout_sdk.serving.serve import ServeOptions, run
-    from readout_sdk.serving.triton_model import model_name
+    from readout_export.errors import ReadoutExportError
+    from readout_sdk.serving.serve import ServeFailed, ServeOptions, run
 
-    engine = run_command(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads)))
+    engine = run_command(debug, False, lambda: readout_sdk.load(artifact, **_load_kwargs(target, backend, device, streams, threads, trusted_keys)))
     options = ServeOptions(host, http_port, grpc_port, metrics_port, max_batch_size, max_queue_delay_us, log_file)
-    fields = ", ".join(get(engine.family).fields)
 
-    def ready() -> None:
-        click.echo(f"serving {model_name(engine.abi, name)} ({engine.family}, {engine.target.name} on {engine.backend}) "
-                   f"at http://{host}:{http_port} and grpc {host}:{grpc_port}; inputs: {fields}; output: result "
-                   "(JSON)", err=True)
+    def serve_it() -> None:
+        try:
+            run(engine, options, name, report=lambda line: click.echo(line, err=True))
+        except (ServeFailed, ImportError) as e:
+            if getattr(e, "exit_code", 2) == 2:  # found before starting (no PyTriton, a port in use...): one line, exit 2
+                refused = ReadoutExportError(str(e))
+                refused.exit_code = 2
+                raise refused from None
+            if debug:
+                raise
+            sys.exit(e.exit_code)  # run has reported it: "failed: ..." and the log's last lines
 
-    run_command(debug, False, lambda: run(engine, options, name, ready))
+    run_command(debug, False, serve_it)
 
 
 @click.command("serve-http")
@@ -140,6 +160,7 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
                max_batch_tokens: int, max_wait_ms: float, max_queue_items: int, drain_timeout: float, on_ray: bool,
                address: str | None, replicas: int, min_replicas: int | None, max_replicas: int | None,
                target: str | None, backend: str, device: str, streams: int | None, threads: int | None,
+               trusted_keys: tuple[str, ...],
                debug: bool) -> None:
     """Serve ARTIFACTS (each PATH or NAME=PATH) over HTTP until SIGTERM: OpenAI's /v1/embeddings and
     /v1/models, text-embeddings-inference's routes (/embed, /embed_sparse, /embed_all, /rerank, /predict,
@@ -154,7 +175,7 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
     options = HttpOptions(host, port, api_key or None, tuple(cors_origins),
                           Limits(max_items, max_characters, max_tokens, max_body_bytes),
                           Batching(max_batch_items, max_batch_tokens, max_wait_ms, max_queue_items), drain_timeout)
-    kwargs = _load_kwargs(target, backend, device, streams, threads)
+    kwargs = _load_kwargs(target, backend, device, streams, threads, trusted_keys)
     if on_ray:
         run_command(debug, False, lambda: _serve_on_ray(list(artifacts), options, address, replicas, min_replicas,
                                                         max_replicas, kwargs))
@@ -221,7 +242,8 @@ def _serve_on_ray(artifacts: list[str], options: Any, address: str | None, repli
 def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], prefix: str, role: str | None,
            address: str | None,
            num_cpus: int | None, actors: int, cpus_per_actor: float | None, batch_size: int, target: str | None,
-           backend: str, device: str, streams: int | None, threads: int | None, as_json: bool, debug: bool) -> None:
+           backend: str, device: str, streams: int | None, threads: int | None, trusted_keys: tuple[str, ...],
+           as_json: bool, debug: bool) -> None:
     """Encode a JSONL or Parquet file with ARTIFACT on Ray Data; write Parquet files (every input column
     kept, the typed outputs appended: vectors, labels, entities...)."""
     from readout_sdk.serving.ray import encode_file
@@ -229,7 +251,7 @@ def encode(artifact: str, source: str, output: str, columns: tuple[str, ...], pr
     mapping = _column_mapping(columns)
     result = run_command(debug, as_json, lambda: encode_file(
         artifact, source, output, mapping, prefix, address, actors, cpus_per_actor, batch_size,
-        num_cpus=num_cpus, role=role, **_load_kwargs(target, backend, device, streams, threads)))
+        num_cpus=num_cpus, role=role, **_load_kwargs(target, backend, device, streams, threads, trusted_keys)))
     if as_json:
         click.echo(json.dumps({"ok": True, "rows": result.rows, "output": str(result.output),
                                "files": list(result.files), "seconds": round(result.seconds, 3)}))

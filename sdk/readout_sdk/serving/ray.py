@@ -223,8 +223,11 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         raise InputRefused(f"{actors} actors x {cpus_per_actor:g} CPUs exceed the local cluster's {local_cpus} CPUs: "
                            "Ray would wait for them forever")
     from readout_sdk.artifact import open_artifact
+    from readout_sdk.release.signing import trusted_keys
 
-    opened = open_artifact(artifact, check_graphs=False, graphs=False)
+    # the signature policy is checked here, before Ray starts, and again by each actor's load
+    opened = open_artifact(artifact, check_graphs=False, graphs=False,
+                           trusted=trusted_keys(load_options.get("trusted_keys")))
     family, stamped = opened.family, opened.identity is not None
     Roles.from_record(opened.record).resolve(role)  # an undeclared role is refused before Ray starts
     keys = _json_keys(src) if src.suffix == ".jsonl" else {}  # read once: the columns, and which are strings
