@@ -41,7 +41,8 @@ class BuildResult:
 
 def validate(manifest_path: str | Path, force: bool | None = None, every: bool = False) -> Plan:
     """Check a manifest against its model directory and its destination without building (no weights
-    are loaded): every check `build` makes before it loads weights. ``force``: as build's; None (the
+    are loaded: config.json, the weight files' headers, the tokenizer): every check `build` makes before it
+    loads weights, the same functions (`resolve`), so that what build would refuse validate refuses. ``force``: as build's; None (the
     `validate` command) notes an existing artifact instead of refusing it. ``every``: report every
     independent problem at once (a ManifestProblems) instead of stopping at the first."""
     manifest = load_manifest(manifest_path, every)

@@ -35,3 +35,9 @@ class ManifestProblems(ManifestError):
 
     def lines(self) -> list[str]:
         return [str(p) for p in self.problems]
+
+
+class SetupError(ReadoutExportError):
+    """This machine lacks what the command needs (an extra, a writable location): exit 2, one line naming the fix."""
+
+    exit_code = 2

@@ -92,6 +92,7 @@ def summarize(art: Artifact) -> str:
     parity = art.extra.get("parity")
     lines.append(f"  parity     {parity.get('summary', 'kept (see parity.json)') if parity else 'NOT_EVALUATED (run readout-export parity)'}")
     lines += _identity_lines(art)
+    lines.append(f"  signatures {signature_line(art)}")
     for name, why in unlisted(art).items():
         lines.append(f"  ignored    {name}: {why}")
     return "\n".join(lines)
@@ -121,3 +122,14 @@ def _identity_lines(art: Artifact) -> list[str]:
     except DeviceUnavailable as e:
         lines.append(f"  default    load(device='cpu') cannot run here: {e}")
     return lines
+
+
+def signature_line(art: Artifact) -> str:
+    """What readout.sig says about this readout.json (docs/trust.md): who signed it, or why nothing counts."""
+    from readout_sdk.artifact import read_meta_bytes
+    from readout_sdk.release.signing import SignatureError, examine
+
+    try:
+        return examine(art.path, read_meta_bytes(art.path)[1]).line()
+    except SignatureError as e:  # signatures present but the sign extra (cryptography) is not installed
+        return str(e)

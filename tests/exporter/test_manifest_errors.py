@@ -92,8 +92,9 @@ def test_pooling_the_family_cannot_take(tmp_path, classifier):
     expect_error(tmp_path, doc, "$.readout", "does not apply to family sequence_classification")
 
 
-def test_sparse_takes_only_max(tmp_path, minilm):
-    expect_error(tmp_path, base(minilm, family="sparse", readout={"pooling": "mean"}), "$.readout.pooling",
+def test_sparse_takes_only_max(tmp_path, tmp_path_factory):
+    mlm = synthetic.make_model("bert", "sparse", tmp_path_factory.mktemp("mlm") / "m")
+    expect_error(tmp_path, base(mlm, family="sparse", readout={"pooling": "mean"}), "$.readout.pooling",
                  "max over rows")
 
 
@@ -264,11 +265,10 @@ def test_pickled_projection_loads_only_as_tensors(tmp_path, tmp_path_factory):
         {"idx": 2, "name": "2", "path": "1_Dense", "type": "sentence_transformers.models.Dense"}]))
     (root / "1_Pooling").mkdir()
     (root / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": "mean"}))
-    result = run(tmp_path, base(root), command="build")
-    assert result.exit_code == 1, result.output
-    assert "Weights only load failed" in result.stderr or "weights_only" in result.stderr, result.stderr
+    for command in ("validate", "build"):  # refused before anything is built: exit 2, one line naming the file
+        expect_error(tmp_path, base(root), "$.model", "1_Dense/pytorch_model.bin: not a PyTorch state dict that "
+                                                      "loads with weights_only=True", command=command)
     assert not marker.exists(), "the pickle ran code while loading weights"
-    assert not (tmp_path / "out").exists()
 
 
 def test_pickled_weights_load_only_as_tensors(tmp_path, tmp_path_factory):
@@ -285,10 +285,10 @@ def test_pickled_weights_load_only_as_tensors(tmp_path, tmp_path_factory):
 
     (src / "model.safetensors").unlink()
     torch.save({"payload": Payload()}, str(src / "pytorch_model.bin"))
-    result = run(tmp_path, base(src, family="sequence_classification"), command="build")
-    assert result.exit_code == 1, result.output
+    for command in ("validate", "build"):
+        expect_error(tmp_path, base(src, family="sequence_classification"), "$.model",
+                     "pytorch_model.bin: not a PyTorch state dict that loads with weights_only=True", command=command)
     assert not marker.exists(), "the pickle ran code while loading weights"
-    assert not (tmp_path / "out").exists()
 
 
 # ---- hostile manifests and destinations (issue 15): each was exit 1 with an exception name before ----
@@ -485,3 +485,240 @@ def test_an_unknown_field_is_offered_only_the_fields_its_family_takes(tmp_path, 
     spec = get_family("sequence_classification")
     assert offered and all(k in COMMON_FIELDS or k in spec.manifest_fields for k in offered), offered
     assert {"null_policy", "stride", "thresholds"}.isdisjoint(offered) and "labels" in offered
+
+
+# ---- validate refuses everything build would (issue 35): each was `validate` OK, then `build` exit 1 ----
+def refused_by_both(tmp_path: Path, doc: dict, path: str, words: str) -> str:
+    """validate and build both refuse ``doc`` with the same one line (exit 2), and nothing is written."""
+    lines = [expect_error(tmp_path, doc, path, words, command) for command in ("validate", "build")]
+    assert lines[0] == lines[1], lines
+    assert not any(name in lines[0] for name in ("Error:", "Exception", "Traceback")), lines[0]
+    return lines[0]
+
+
+def _variant(classifier: Path, where: Path, config: dict | None = None, drop: tuple = (),
+             files: dict | None = None) -> Path:
+    """A copy of ``classifier`` with config.json fields changed, files dropped or replaced."""
+    model = _copy(classifier, where)
+    if config:
+        doc = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**doc, **config}))
+    for name in drop:
+        (model / name).unlink()
+    for name, data in (files or {}).items():
+        (model / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / name).write_bytes(data)
+    return model
+
+
+def test_repeated_labels_in_config(tmp_path, tmp_path_factory, classifier):
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", {"id2label": {"0": "x", "1": "x", "2": "y"}})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "id2label repeats ['x']")
+
+
+@pytest.mark.parametrize("key, value", [("hidden_size", 0), ("max_position_embeddings", 10 ** 30),
+                                        ("num_attention_heads", -1), ("num_hidden_layers", "2"),
+                                        ("num_labels", 1 << 31)])  # transformers would name 2**31 labels: 18 GB
+def test_config_sizes_no_tensor_can_have(tmp_path, tmp_path_factory, classifier, key, value):
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", {key: value})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    f"config.json: {key} is {value!r}, expected an integer from")
+
+
+def test_hidden_size_not_a_multiple_of_heads(tmp_path, tmp_path_factory, classifier):
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", {"hidden_size": 33})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "hidden_size 33 is not a multiple of num_attention_heads 2")
+
+
+def test_garbage_pytorch_model_bin(tmp_path, tmp_path_factory, classifier):
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", drop=("model.safetensors",),
+                     files={"pytorch_model.bin": b"PK\x03\x04 not a zip" * 10})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "pytorch_model.bin: not a PyTorch state dict that loads with weights_only=True")
+
+
+@pytest.mark.parametrize("cut", [4, 100, -10])
+def test_damaged_safetensors(tmp_path, tmp_path_factory, classifier, cut):
+    data = (classifier / "model.safetensors").read_bytes()
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", drop=("model.safetensors",), files={"model.safetensors": data[:cut]})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "model.safetensors: not a readable safetensors file")
+
+
+def test_weights_that_disagree_with_config(tmp_path, tmp_path_factory, classifier):
+    """transformers' size-mismatch RuntimeError at load, refused from the safetensors header instead."""
+    model = _variant(classifier, tmp_path_factory.mktemp("v") / "m", {"intermediate_size": 40})
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "tensor bert.encoder.layer.0.intermediate.dense.bias has shape [37], but config.json implies [40]")
+
+
+def test_head_tensors_missing(tmp_path, tmp_path_factory):
+    bare = synthetic.make_model("bert", "embedding", tmp_path_factory.mktemp("bare") / "m")
+    refused_by_both(tmp_path, base(bare, family="sequence_classification"), "$.model",
+                    "it would run with random weights")
+
+
+def test_checkpoint_of_another_head(tmp_path, classifier):
+    """A sequence classifier's weights fit a token classifier's head tensor for tensor: refused by architecture."""
+    refused_by_both(tmp_path, base(classifier, family="token_classification"), "$.family",
+                    "config.json architectures declares BertForSequenceClassification")
+
+
+@pytest.mark.parametrize("max_length, words", [(2, "2 leaves no room for a question and its context"),
+                                               (8, "8 is too short for extractive_qa")])
+def test_qa_max_length_without_room(tmp_path, tmp_path_factory, max_length, words):
+    qa = synthetic.make_model("bert", "extractive_qa", tmp_path_factory.mktemp("qa") / "m")
+    refused_by_both(tmp_path, base(qa, family="extractive_qa", max_length=max_length), "$.max_length", words)
+
+
+def test_max_length_without_room_for_text(tmp_path, classifier):
+    refused_by_both(tmp_path, base(classifier, family="sequence_classification", max_length=2), "$.max_length",
+                    "2 leaves no room for a text: the tokenizer adds 2 special tokens")
+
+
+def test_tokenizer_ids_beyond_the_embedding_table(tmp_path, tmp_path_factory):
+    """Built, this fails in the SDK with ONNX Runtime's Gather error on the first high id."""
+    import transformers
+
+    from safetensors.torch import save_file
+
+    model_dir = tmp_path_factory.mktemp("small-vocab") / "m"
+    config = synthetic.make_config("bert", 1000, id2label=dict(enumerate(SENTIMENT)))
+    transformers.BertForSequenceClassification(config).save_pretrained(str(model_dir))
+    synthetic.make_tokenizer("bert").save_pretrained(str(model_dir))
+    assert save_file  # safetensors is what save_pretrained wrote
+    refused_by_both(tmp_path, base(model_dir, family="sequence_classification"), "$.model",
+                    "embedding table has 1000 rows")
+
+
+def test_tokenizer_that_cannot_encode(tmp_path, tmp_path_factory, classifier):
+    """A WordPiece vocabulary without its [UNK]: tokenizers fails on the first unknown word."""
+    model = _copy(classifier, tmp_path_factory.mktemp("v") / "m")
+    tok = json.loads((model / "tokenizer.json").read_text())
+    del tok["model"]["vocab"]["[UNK]"]
+    (model / "tokenizer.json").write_text(json.dumps(tok))
+    refused_by_both(tmp_path, base(model, family="sequence_classification"), "$.model",
+                    "cannot encode plain text")
+
+
+def _st_layout(tmp_path_factory, modules: list[str], width: int = 32) -> Path:
+    """A tiny BERT in a sentence-transformers layout with the modules named, in that order."""
+    root = synthetic.make_model("bert", "embedding", tmp_path_factory.mktemp("st") / "m")
+    paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize"}
+    (root / "1_Pooling").mkdir()
+    (root / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": width,
+                                                                "pooling_mode_mean_tokens": True}))
+    (root / "2_Normalize").mkdir()
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": i, "name": str(i), "path": paths[m], "type": f"sentence_transformers.models.{m}"}
+        for i, m in enumerate(modules)]))
+    return root
+
+
+@pytest.mark.parametrize("modules, words", [
+    (["Transformer", "Pooling", "Pooling", "Normalize"], "module 2 is a second Pooling"),
+    (["Transformer", "Normalize", "Pooling"], "module 2 (Pooling) comes after Normalize"),
+    (["Pooling", "Transformer"], "module 0 is Pooling"),
+])
+def test_modules_json_order(tmp_path, tmp_path_factory, modules, words):
+    refused_by_both(tmp_path, base(_st_layout(tmp_path_factory, modules)), "$.model", words)
+
+
+def test_pooling_width_disagrees_with_the_model(tmp_path, tmp_path_factory):
+    root = _st_layout(tmp_path_factory, ["Transformer", "Pooling", "Normalize"], width=384)
+    refused_by_both(tmp_path, base(root), "$.model", "word_embedding_dimension is 384, but the model's config.json "
+                                                     "hidden_size is 32")
+
+
+def test_default_prompt_naming_no_prompt(tmp_path, tmp_path_factory):
+    root = _st_layout(tmp_path_factory, ["Transformer", "Pooling", "Normalize"])
+    (root / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": {"query": "query: "}, "default_prompt_name": "passage"}))
+    refused_by_both(tmp_path, base(root), "$.model", "default_prompt_name 'passage' names no prompt")
+
+
+# ---- CLI misuses and setup problems: one line, exit 2, the fix named (issue 35) ------------------------
+def expect_setup(result, words: str) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert words in lines[0] and "unexpected failure" not in lines[0], lines
+    return lines[0]
+
+
+def test_min_support_zero_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path), "--data", "d.jsonl", "--role", "development",
+                                       "--min-support", "0"])
+    expect_setup(result, "Invalid value for --min-support: must be a positive integer, got 0")
+
+
+def test_plots_without_matplotlib(tmp_path, monkeypatch):
+    import importlib.util
+
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find(name, *a))
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path), "--data", "d.jsonl", "--role", "development",
+                                       "--plots", str(tmp_path / "plots")])
+    expect_setup(result, "evaluation with --plots needs the eval extra (missing: matplotlib); install it with: "
+                         "pip install 'readout-export[eval]'")
+
+
+def test_missing_export_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else find(name, *a))
+    (tmp_path / "manifest.json").write_text("{}")
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "manifest.json")])
+    expect_setup(result, "building needs the export extra (missing: onnxscript)")
+
+
+def test_a_module_an_extra_brings_missing_mid_command(tmp_path, monkeypatch):
+    """An optional import failing inside any command names the extra that brings it."""
+    import readout_export.build as build_module
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'openvino'", name="openvino")
+
+    monkeypatch.setattr(build_module, "build", missing)
+    (tmp_path / "manifest.json").write_text("{}")
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "manifest.json")])
+    expect_setup(result, "this command needs openvino, which is not installed: pip install 'readout-export[openvino]'")
+
+
+def test_unknown_target_to_evaluate(shared, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"text {i}", "label": SENTIMENT[i % 3]}) + "\n" for i in range(6)))
+    result = CliRunner().invoke(main, ["evaluate", str(shared("classify")[1]), "--data", str(data), "--role",
+                                       "development", "--target", "onnx-fp64", "--no-keep"])
+    expect_setup(result, "target 'onnx-fp64' is not in this artifact")
+
+
+def test_unwritable_ledger(shared, tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv("READOUT_EXPORT_LEDGER", str(tmp_path / "file" / "ledger"))
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"text {i}", "label": SENTIMENT[i % 3]}) + "\n" for i in range(6)))
+    artifact = shutil.copytree(shared("classify")[1], tmp_path / "artifact")
+    result = CliRunner().invoke(main, ["evaluate", str(artifact), "--data", str(data), "--role", "development", "-q"])
+    expect_setup(result, f"cannot use {tmp_path / 'file' / 'ledger'}: part of that path is a file, not a directory; "
+                         "choose another location")
+
+
+def test_read_only_artifact(shared, tmp_path, monkeypatch):
+    """A write the account may not make (a read-only artifact; root writes anywhere, so the refusal the file
+    system gives is raised where evaluate keeps its report) is a setup error naming the file and the fix."""
+    import errno
+
+    import readout_eval.run
+
+    artifact = tmp_path / "artifact"
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(artifact / "evaluation.json"))
+
+    monkeypatch.setattr(readout_eval.run, "evaluate", read_only)
+    result = CliRunner().invoke(main, ["evaluate", str(artifact), "--data", "d.jsonl", "--role", "development"])
+    expect_setup(result, f"cannot use {artifact / 'evaluation.json'}: permission denied; give this account access "
+                         "to it, or choose another location")

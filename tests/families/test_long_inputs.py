@@ -7,6 +7,8 @@ pre-tokenizer (tests/families/test_qa_words.py). Models: the REAL all-MiniLM-L6-
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -103,7 +105,7 @@ def _eager_token_mean(windows, model, stride: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def _minilm_at(max_length: int, root) -> "Path":
+def _minilm_at(max_length: int, root) -> Path:
     """The REAL MiniLM (same weights, hard-linked) declaring a shorter max_seq_length, so windows are short."""
     import json
     import os

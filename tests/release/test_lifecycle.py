@@ -9,7 +9,7 @@ import pytest
 
 import readout_sdk
 from readout_sdk.errors import WrongCall
-from readout_sdk.runners import OpenVINORunner, OrtRunner, Runner, TensorRTRunner
+from readout_sdk.runners import OpenVINORunner, Runner, TensorRTRunner
 
 
 def test_engine_closes_its_runner_and_refuses_calls_after(shared):

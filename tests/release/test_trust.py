@@ -120,6 +120,8 @@ def test_signed_artifact_loads_under_the_policy_and_verify_names_the_key(art, ke
     result = CliRunner().invoke(main, ["verify", str(art), "--trusted-key", str(public)])
     assert result.exit_code == 0, result.output
     assert f"signed by trusted key {kid}" in result.output
+    shown = CliRunner().invoke(main, ["inspect", str(art)])
+    assert shown.exit_code == 0 and f"  signatures signed by {kid}" in shown.output
 
 
 def test_a_signature_made_by_cryptography_itself_is_accepted(art, tmp_path):

@@ -12,18 +12,19 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli.run import ARTIFACT_DIR, Directory, run_command
+from readout_export.cli.run import ARTIFACT_DIR, Directory, SetupError, run_command
 
 
-def _require_eval_extra() -> None:
+def _require_eval_extra(plots: bool = False) -> None:
+    """The eval extra's modules (and matplotlib where plots are asked for), checked before any work: exit 2."""
     import importlib.util
 
-    from readout_export.errors import ReadoutExportError
-
-    missing = [m for m in ("sklearn", "scipy", "pytrec_eval") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("sklearn", "scipy", "pytrec_eval") + (("matplotlib",) if plots else ())
+               if importlib.util.find_spec(m) is None]
     if missing:
-        raise ReadoutExportError(f"evaluation needs the eval extra (missing: {', '.join(missing)}); install it "
-                                 "with: pip install 'readout-export[eval]'")
+        what = "evaluation with --plots" if missing == ["matplotlib"] else "evaluation"
+        raise SetupError(f"{what} needs the eval extra (missing: {', '.join(missing)}); install it with: "
+                         "pip install 'readout-export[eval]'")
 
 
 @click.command()
@@ -54,14 +55,15 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
     artifact to EVALUATED."""
     import sys
 
+    if min_support is not None and min_support < 1:
+        raise click.BadParameter(f"must be a positive integer, got {min_support}", param_hint="--min-support")
+
     def go():
-        _require_eval_extra()
+        _require_eval_extra(plots=bool(plots_dir))
         from readout_eval.report import junit
         from readout_eval.run import evaluate as do_evaluate
         from readout_eval.run import public
 
-        if min_support is not None and min_support < 1:
-            raise click.BadParameter("must be a positive integer", param_hint="--min-support")
         doc = do_evaluate(artifact, data, role, parent, target, gates, min_support, keep=not no_keep,
                           say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
         if json_path:

@@ -102,7 +102,7 @@ def _listed(target: object) -> dict:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def inspect(artifact: str, as_json: bool, debug: bool) -> None:
     """Verify ARTIFACT (hashes, embedded records) and summarize what its outputs mean."""
-    from readout_export.summary import summarize
+    from readout_export.summary import signature_line, summarize
     from readout_sdk.artifact import open_artifact, unlisted
 
     art = run_command(debug, as_json, lambda: open_artifact(artifact))
@@ -113,7 +113,8 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
                                "targets": [_listed(t) for t in art.targets], "tokenizer": art.tokenizer_file,
                                "source": art.source, "lifecycle": derive(art).to_json(),
                                "lifecycle_kept": (art.extra.get("lifecycle") or {}).get("state"),
-                               "serving": art.extra.get("serving"), "ignored": unlisted(art)}, indent=2))
+                               "serving": art.extra.get("serving"), "signatures": signature_line(art),
+                               "ignored": unlisted(art)}, indent=2))
     else:
         click.echo(summarize(art))
 

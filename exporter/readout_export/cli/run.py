@@ -10,15 +10,47 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.errors import ManifestProblems, ReadoutExportError
+from readout_export.errors import ManifestProblems, ReadoutExportError, SetupError
+
+
+# the extra that brings each optional module a command may import (docs/extras.md)
+EXTRA_OF = {"torch": "export", "transformers": "export", "onnx": "export", "onnxscript": "export",
+            "safetensors": "export", "onnxruntime": "cpu", "openvino": "openvino", "nncf": "openvino",
+            "matplotlib": "eval", "sklearn": "eval", "scipy": "eval", "pytrec_eval": "eval",
+            "sentence_transformers": "bench", "tensorrt": "tensorrt", "polygraphy": "tensorrt", "cuda": "tensorrt",
+            "tritonclient": "triton", "pytriton": "serve", "starlette": "http", "uvicorn": "http",
+            "prometheus_client": "http", "ray": "ray", "pyarrow": "ray"}
+
+
+def setup_error(e: BaseException) -> SetupError | None:
+    """A missing optional module or an unwritable location, as the one line that names the fix; None otherwise."""
+    import errno
+
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        top = e.name.split(".")[0]
+        extra = EXTRA_OF.get(top)
+        fix = f"pip install 'readout-export[{extra}]'" if extra else f"install {top}"
+        return SetupError(f"this command needs {top}, which is not installed: {fix}")
+    if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR):
+        where = e.filename or "a file it needs"
+        why = {errno.EROFS: "the file system is read-only", errno.ENOTDIR: "part of that path is a file, not a "
+               "directory", errno.EISDIR: "it is a directory"}.get(e.errno, "permission denied")
+        fix = "give this account access to it, or choose another location" if e.errno in (errno.EACCES, errno.EPERM) \
+            else "choose another location"
+        return SetupError(f"cannot use {where}: {why}; {fix}")
+    return None
 
 
 def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
     """Call ``fn``; turn every failure into one line and its exit code: 2 for bad input (a manifest, an
-    artifact, data or usage: the SDK's refusals and a busy output included), 1 for a failure of the work
-    itself, 130 for an interrupt. A native panic (a BaseException) is a failure like any other."""
+    artifact, data or usage: the SDK's refusals and a busy output included) and for what this machine lacks
+    (an extra, a writable location), 1 for a failure of the work itself, 130 for an interrupt. A usage error
+    raised in a command's body (click's BadParameter) is click's to print, as one line. A native panic (a
+    BaseException) is a failure like any other."""
     try:
         return fn()
+    except click.ClickException:
+        raise
     except ManifestProblems as e:
         fail(e.exit_code, str(e), as_json, debug, e.lines())
     except ReadoutExportError as e:
@@ -31,6 +63,9 @@ def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
         code = exit_code(e)
         if code is not None:
             fail(code, str(e), as_json, debug)
+        setup = setup_error(e)
+        if setup is not None:
+            fail(setup.exit_code, str(setup), as_json, debug)
         first = (str(e).strip().splitlines() or [""])[0][:300]
         fail(1, f"unexpected failure ({type(e).__name__}{': ' + first if first else ''})", as_json, debug)
 
@@ -56,9 +91,7 @@ def require_export_extra() -> None:
 
     missing = [m for m in ("torch", "transformers", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
     if missing:
-        from readout_export.errors import ReadoutExportError
-
-        raise ReadoutExportError(f"building needs the export extra (missing: {', '.join(missing)}); "
+        raise SetupError(f"building needs the export extra (missing: {', '.join(missing)}); "
                                  "install it with: pip install 'readout-export[export]'")
     from readout_sdk.targets.backends import onnxruntime_module
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from readout_sdk.families import get as get_family
 
-from readout_export.errors import BuildError
+from readout_export.errors import ManifestError
 from readout_export.graph.readout import POOLED_OUTPUT, ROW_OUTPUT, Dense
 from readout_export.planning.plan import Plan
 from readout_export.planning.source import DenseSpec
@@ -58,13 +58,19 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
         kwargs["num_labels"] = len(plan.labels)
     try:
         model, info = auto.from_pretrained(str(plan.source.transformer_dir), output_loading_info=True, **kwargs)
-    except ValueError as e:
-        raise BuildError(f"{plan.source.model_type or 'this architecture'} cannot be loaded as {auto_name}: "
-                         f"{str(e).splitlines()[0]}") from None
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - what transformers refuses in a model directory is the directory's problem
+        # (validate's checkpoint check refuses these first; this keeps build's answer one line, exit 2)
+        from readout_sdk.artifact import first_line
+
+        raise ManifestError("$.model", f"{plan.source.transformer_dir} cannot be loaded as {auto_name} "
+                                       f"({type(e).__name__}: {first_line(e)[:200]})") from None
     missing = [k for k in info.get("missing_keys", []) if "position_ids" not in k]
     if missing:
-        raise BuildError(f"{plan.source.transformer_dir}: weights lack {len(missing)} tensors the {plan.family} "
-                         f"head needs (e.g. {sorted(missing)[:3]}); it would run with random weights")
+        raise ManifestError("$.model", f"{plan.source.transformer_dir}: weights lack {len(missing)} tensors the "
+                                       f"{plan.family} model needs (e.g. {sorted(missing)[:3]}); it would run with "
+                                       "random weights")
     model.eval()
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id
@@ -91,4 +97,4 @@ def load_state(folder: Path) -> dict[str, torch.Tensor]:
     binary = folder / "pytorch_model.bin"
     if binary.is_file():
         return torch.load(str(binary), map_location="cpu", weights_only=True)
-    raise BuildError(f"{folder}: no model.safetensors or pytorch_model.bin")
+    raise ManifestError("$.model", f"{folder}: no model.safetensors or pytorch_model.bin")

@@ -16,9 +16,7 @@ from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
 
 FORWARD_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "prompt_rows", "expansion_mask")  # ReadoutGraph.forward's order
-SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
-SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
-                ("Why?", "Because shape is not meaning.")]
+from readout_export.graph.tokenizer_io import SAMPLE_PAIRS, SAMPLE_TEXTS, encode_samples  # noqa: F401 (re-exported)
 
 
 def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
@@ -30,15 +28,16 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
     from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
 
     spec = get_family(family)
+    encoded = encode_samples(spec.input_kind, backend)  # what validate encodes too (`tokenizer_io.check_room`)
     if spec.input_kind == "choices":
-        parts = [Prepared(tuple(backend.encode(q, c) for _ in range(2)), False) for q, c in SAMPLE_PAIRS]
+        parts = [Prepared((e, e), False) for e in encoded]
     elif spec.input_kind == "pair":
-        parts = [Prepared((backend.encode(q, c),), False) for q, c in SAMPLE_PAIRS]
+        parts = [Prepared((e,), False) for e in encoded]
     else:
         # the first text with two prompt rows and three expansion rows, the second with neither
         sample = Role("sample", "", 2 if prompt_rows else 0, expansion=3, expansion_id=expansion_id or 0)
-        parts = [Prepared((backend.encode(t),), False, sample if k == 0 else None,
-                          3 if k == 0 and expansion_id is not None else 0) for k, t in enumerate(SAMPLE_TEXTS)]
+        parts = [Prepared((e,), False, sample if k == 0 else None,
+                          3 if k == 0 and expansion_id is not None else 0) for k, e in enumerate(encoded)]
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
         ([PROMPT_ROWS_INPUT] if prompt_rows else []) + ([EXPANSION_INPUT] if expansion_id is not None else [])
     feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")

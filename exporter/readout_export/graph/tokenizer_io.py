@@ -13,6 +13,13 @@ from typing import Any
 from readout_export.errors import ManifestError
 
 SPECIAL_NAMES = ("cls", "sep", "pad", "bos", "eos", "unk", "mask")
+# the texts a build traces and checks its graph on; validate encodes them too (check_room), so that a
+# max_length or a tokenizer they do not fit is refused before anything is built
+SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
+SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
+                ("Why?", "Because shape is not meaning.")]
+# what a tokenizer must encode without failing: plain words, digits, punctuation, accents, an emoji, no text
+PROBES = ["a", "Readout export, 2024: ca\u00e7a \u00e0 la cr\u00e8me? \U0001f600", ""]
 
 
 @dataclass
@@ -49,16 +56,61 @@ def load_tokenizer(tok_dir: Path, max_length: int, side: str, strategy: str) -> 
     if pad is None:
         raise ManifestError("$.model", "the tokenizer has neither a pad nor an eos token to pad with")
     backend.no_padding()
-    backend.enable_truncation(max_length, strategy=strategy, direction=side)
-    probe = backend.encode("a", add_special_tokens=True)
+    try:  # a tokenizer.json that loads may still fail on text (a WordPiece without its [UNK], ...)
+        backend.no_truncation()
+        probes = [backend.encode(t, add_special_tokens=True) for t in PROBES]
+        pair = backend.encode("a", "b", add_special_tokens=True)
+        backend.enable_truncation(max_length, strategy=strategy, direction=side)
+    except Exception as e:  # noqa: BLE001 - tokenizers raises a bare Exception (or a panic) naming its own error
+        from readout_sdk.errors import first_line
+
+        raise ManifestError("$.model", f"the tokenizer in {tok_dir} cannot encode plain text "
+                                       f"({first_line(e)[:200]})") from None
+    probe = probes[0]
     leading = bool(probe.special_tokens_mask) and probe.special_tokens_mask[0] == 1
     # "content" rows exclude what the tokenizer inserts, not every special id: [UNK] is content.
     inserted = {int(pad)}
-    for enc in (probe, backend.encode("a", "b", add_special_tokens=True)):
+    for enc in (probe, pair):
         inserted |= {i for i, m in zip(enc.ids, enc.special_tokens_mask) if m}
+    if not all(isinstance(i, int) and 0 <= i < 1 << 31 for i in inserted):
+        raise ManifestError("$.model", f"the tokenizer in {tok_dir} uses special token ids {sorted(inserted)[:5]}, "
+                                       "outside the range of a token id")
     src = tok_dir / "tokenizer.json"
     return TokenizerInfo(backend, special, sorted(set(hf.all_special_ids)), sorted(inserted), int(pad), leading,
                          src if src.is_file() else None)
+
+
+def encode_samples(input_kind: str, backend: Any) -> list[Any]:
+    """The build's sample inputs as this backend encodes them (truncation as resolved): a text each, or a
+    (question, context) pair each for pair and choice families."""
+    if input_kind in ("pair", "choices"):
+        return [backend.encode(q, c) for q, c in SAMPLE_PAIRS]
+    return [backend.encode(t) for t in SAMPLE_TEXTS]
+
+
+def check_room(tok: TokenizerInfo, input_kind: str, max_length: int, family: str) -> None:
+    """``max_length`` leaves room for text beside what the tokenizer inserts (one token of each part of a pair
+    at least), and the build's sample inputs encode under it; else refused at ``$.max_length``."""
+    backend = tok.backend
+    pair = input_kind in ("pair", "choices")
+    saved = backend.truncation
+    backend.no_truncation()
+    try:
+        inserted = backend.num_special_tokens_to_add(pair)
+    finally:
+        backend.enable_truncation(**saved) if saved else backend.no_truncation()
+    need = inserted + (2 if pair else 1)
+    if max_length < need:
+        what = "a question and its context" if pair else "a text"
+        raise ManifestError("$.max_length", f"{max_length} leaves no room for {what}: the tokenizer adds "
+                                            f"{inserted} special tokens, so {family} needs at least {need}")
+    try:
+        encode_samples(input_kind, backend)
+    except Exception as e:  # noqa: BLE001 - tokenizers refuses a pair whose first part alone overflows
+        from readout_sdk.errors import first_line
+
+        raise ManifestError("$.max_length", f"{max_length} is too short for {family}: the tokenizer cannot fit "
+                                            f"the build's sample inputs ({first_line(e)[:160]})") from None
 
 
 def save_tokenizer(tok: TokenizerInfo, path: Path) -> str:

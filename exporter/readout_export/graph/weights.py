@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from readout_export.errors import BuildError
+from readout_export.errors import ManifestError, ReadoutExportError
 
 
 def _safetensors(path: Path) -> Iterator[tuple[str, str, list[int], bytes]]:
@@ -49,9 +49,12 @@ def tensors(files: Sequence[Path]) -> Iterator[tuple[str, str, list[int], bytes]
         try:
             yield from reader(path)
         except Exception as e:  # noqa: BLE001 - unreadable weights of any kind: one line naming the file
-            if isinstance(e, BuildError):
+            if isinstance(e, ReadoutExportError):
                 raise
-            raise BuildError(f"{path}: cannot read its tensors ({e})") from None
+            from readout_sdk.errors import first_line
+
+            # the model directory's problem (validate's checkpoint check refuses it first): exit 2
+            raise ManifestError("$.model", f"{path}: cannot read its tensors ({first_line(e)[:200]})") from None
 
 
 def tensor_digest(name: str, dtype: str, shape: list[int], raw: bytes) -> str:
@@ -110,7 +113,7 @@ def module_digest(folder: Path) -> str:
     """One digest over a sentence-transformers module's tensors (a Dense layer)."""
     files = [p for p in (folder / "model.safetensors", folder / "pytorch_model.bin") if p.is_file()][:1]
     if not files:
-        raise BuildError(f"{folder}: no model.safetensors or pytorch_model.bin")
+        raise ManifestError("$.model", f"{folder}: no model.safetensors or pytorch_model.bin")
     return _combine(sorted((n, tensor_digest(n, d, s, raw)) for n, d, s, raw in tensors(files)))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,15 @@ class Manifest:
 
     @property
     def output_dir(self) -> Path:
-        return resolved_path(self.base, self.data["output_dir"], "$.output_dir")
+        """Where the artifact goes, refused when the path itself is a symbolic link (dangling or not): a
+        build replaces its destination whole, and a link's target (wherever it points, possibly where
+        nothing should be created) is not a directory the manifest named."""
+        path = resolved_path(self.base, self.data["output_dir"], "$.output_dir")  # names checked first
+        link = self.base / self.data["output_dir"]
+        if link.is_symlink():
+            raise ManifestError("$.output_dir", f"{_shown(link)} is a symbolic link (to {os.readlink(link)}); name "
+                                                "the directory itself")
+        return path
 
     def readout(self, key: str, default: Any = None) -> Any:
         return self.data.get("readout", {}).get(key, default)

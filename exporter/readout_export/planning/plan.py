@@ -43,6 +43,7 @@ class Plan:
     vectors: dict[str, Any] | None = None  # declared vector forms (`readout_export.graph.forms`)
     # per-role input policy of a multi-vector model (role or "(none)" -> max_length, expansion, skip_words)
     role_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
+    embedding_rows: int | None = None  # the input embedding table's rows, as config.json builds it (None: unchecked)
 
     @property
     def output_dir(self) -> Path:

@@ -79,17 +79,27 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
                                             f"but config.json declares {declared!r}")
 
     hook = readout_hook(family)
-    steps = [("side", side, ()), ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
+    from readout_export.graph.checkpoint import check_config_sizes
+
+    # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
+    # from them as soon as it reads the config, which loading the tokenizer does too
+    steps = [("config", lambda: check_config_sizes(source), ()), ("side", side, ()),
+             ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
              ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
              ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
-             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis else None, ()),
+             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis else None, ("config",)),
              ("modules", modules, ()),
              ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
              ("problem_type", problem_type, ()),
              ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
               if "thresholds" in spec.manifest_fields else None, ("labels",)),
              ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
-             ("tokenizer", lambda: _resolve_tokenizer(plan), ("side", "max_length", "hook")),
+             ("checkpoint", lambda: _check_checkpoint(plan), ("labels",)),
+             ("projection", lambda: _check_projection(plan), ("hook",)),
+             # AutoTokenizer reads config.json: after its sizes are checked (2**31 labels would take 18 GB)
+             ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook")),
+             ("token_ids", lambda: _check_token_ids(plan), ("tokenizer", "checkpoint")),
+             ("min_length", lambda: _check_min_length(plan), ("tokenizer", "hook")),
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
               else None, ("max_length", "tokenizer", "hook")),
              ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
@@ -104,6 +114,40 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
             problems.check(step, name, needs)
     problems.raise_any()
     return plan
+
+
+def _check_checkpoint(plan: Plan) -> None:
+    """The checkpoint against config.json and the family's head, before any weight is loaded
+    (`readout_export.graph.checkpoint`); without torch (a thin install), config.json's sizes and the
+    safetensors headers only."""
+    from readout_export.graph import checkpoint
+
+    spec = get_family(plan.family)
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+        checkpoint.check_config_sizes(plan.source)
+        checkpoint.read_headers([w for w in plan.source.weight_files if w.suffix == ".safetensors"])
+        return
+    found = checkpoint.check_checkpoint(plan, spec.head.auto_class, {f.head.auto_class for f in REGISTRY.values()})
+    plan.embedding_rows = found.embedding_rows
+
+
+def _check_projection(plan: Plan) -> None:
+    from readout_export.graph.checkpoint import check_dense
+
+    if importlib.util.find_spec("torch") is not None:  # a thin install's validate: build checks these
+        check_dense(plan.dense)
+
+
+def _check_min_length(plan: Plan) -> None:
+    from readout_export.graph.tokenizer_io import check_room
+
+    check_room(plan.tokenizer, get_family(plan.family).input_kind, plan.max_length, plan.family)
+
+
+def _check_token_ids(plan: Plan) -> None:
+    from readout_export.graph.checkpoint import check_token_ids
+
+    check_token_ids(plan.tokenizer, plan.embedding_rows, plan.source.tokenizer_dir)
 
 
 def _resolve_roles(plan: Plan, stated: dict[str, Any] | None) -> None:
@@ -404,6 +448,10 @@ def target_name(t: Target | dict[str, Any]) -> str:
 
 def _resolve_labels(plan: Plan, data: dict[str, Any]) -> None:
     declared = plan.source.labels()
+    if declared and len(set(declared)) != len(declared):
+        dup = sorted({x for x in declared if declared.count(x) > 1})
+        raise ManifestError("$.model", f"{plan.source.transformer_dir / 'config.json'}: id2label repeats "
+                                       f"{dup}; a label map names each output once")
     width = len(declared) if declared else config_int(plan.source, "num_labels", 2)
     generic = declared is None or all(GENERIC_LABEL.match(x) for x in declared)
     stated = data.get("labels")

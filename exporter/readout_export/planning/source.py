@@ -141,6 +141,7 @@ def read_source(root: Path) -> ModelSource:
     src = ModelSource(root, transformer_dir, config, weights, tok_dir)
     for i, m in enumerate(modules):
         _read_st_module(src, i, m)
+    _check_module_order(root / "modules.json", src.st_modules)
     p = tok_dir / "tokenizer_config.json"
     if p.is_file():
         tok_config = _read_json(p, "$.model")
@@ -172,6 +173,28 @@ def read_source(root: Path) -> ModelSource:
     return src
 
 
+# where each module may stand in a sentence-transformers pipeline the graph reproduces: one Transformer first,
+# at most one Pooling, then Dense layers (and a multi-vector mask, row-wise like them), at most one Normalize last
+MODULE_RANK = {"Transformer": 0, "Pooling": 1, "Dense": 2, "MultiVectorMask": 2, "Normalize": 3}
+ONCE = ("Transformer", "Pooling", "MultiVectorMask", "Normalize")
+
+
+def _check_module_order(path: Path, kinds: list[str]) -> None:
+    """modules.json's modules in the order the graph applies them (Pooling twice, or Normalize before Pooling,
+    would export a different function under the same readout)."""
+    if not kinds:
+        return
+    if kinds[0] != "Transformer":
+        raise ManifestError("$.model", f"{path}: module 0 is {kinds[0]}; a sentence-transformers pipeline starts "
+                                       "with its Transformer")
+    for i, kind in enumerate(kinds):
+        if kind in ONCE and kinds.index(kind) != i:
+            raise ManifestError("$.model", f"{path}: module {i} is a second {kind}; readout-abi/1 applies one")
+        if i and MODULE_RANK[kind] < MODULE_RANK[kinds[i - 1]]:
+            raise ManifestError("$.model", f"{path}: module {i} ({kind}) comes after {kinds[i - 1]}; the readout "
+                                           "applies Transformer, Pooling, Dense, Normalize in that order")
+
+
 def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> None:
     kind = str(module.get("type", "")).rsplit(".", 1)[-1]
     path = src.root / str(module.get("path", ""))
@@ -180,6 +203,10 @@ def _read_st_module(src: ModelSource, index: int, module: dict[str, Any]) -> Non
         return
     if kind == "Pooling":
         cfg = _read_json(path / "config.json", "$.model")
+        width, hidden = cfg.get("word_embedding_dimension"), src.config.get("hidden_size", src.config.get("dim"))
+        if width is not None and width != hidden and isinstance(hidden, int):
+            raise ManifestError("$.model", f"{path / 'config.json'}: word_embedding_dimension is {str(width)[:40]}, "
+                                           f"but the model's config.json hidden_size is {hidden}")
         src.st_pooling = _st_pooling_modes(cfg)
         src.st_include_prompt = bool(cfg.get("include_prompt", True))
     elif kind == "Normalize":
