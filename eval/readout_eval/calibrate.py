@@ -21,6 +21,7 @@ from readout_sdk.calibration import SCHEME, overlay
 from readout_sdk.errors import InputRefused
 from readout_eval import data as D
 from readout_eval import calibrators as F
+from readout_eval.tasks.fields import content_fields
 from readout_eval import lineage as L
 from readout_eval.run import measure
 from readout_eval.tasks import TASKS
@@ -60,7 +61,7 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     try:  # the engine is released whatever the fit refuses
         meta = json.loads((root / "readout.json").read_text(encoding="utf-8"))
         root_id = L.root_of(engine.abi)
-        used = ds.use("calibration", engine.family_spec)  # row keys read the fields this family's evaluation reads
+        used = ds.use("calibration", content_fields(engine.family_spec))  # row keys read the fields this family's evaluation reads
         flags, _ = L.audit(L.uses(meta, root), used, "calibration", engine.release_id, root_id, str(ds.path))
         for flag in flags:  # an overlap too small to refuse is still the user's to know about
             say(f"flag: {flag}")

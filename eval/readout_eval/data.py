@@ -5,7 +5,7 @@ the data's own slices. The file's sha256 (of its bytes) is what lineage and repo
 
 Lineage also keeps a *content key* per row (:func:`row_key`), so that the split-role audit
 (`readout_eval.lineage`) recognizes a copy of a split that was only reformatted: the key reads only the
-fields the family's evaluation reads (:func:`content_fields`), NFKC-normalized, case-folded, with
+fields the family's evaluation reads (`readout_eval.tasks.fields.content_fields`), NFKC-normalized, case-folded, with
 invisible format characters removed and whitespace collapsed.
 """
 from __future__ import annotations
@@ -32,9 +32,6 @@ ROLES = ("development", "calibration", "test")
 # The row-key format, the prefix of every content key. Bump it whenever the normalization changes: keys of two
 # formats are never compared (a record from before content keys has bare 12-hex raw digests instead).
 ROW_KEY = "c1"
-# fields a task reads beyond its gold fields and the family's input fields (relevance rows are a query and
-# documents, whatever the family's own request fields are)
-TASK_READS = {"relevance": ("query", "documents", "document")}
 # gold fields whose list order means nothing to the task (it reads them as sets)
 SET_FIELDS = frozenset({"labels", "entities", "relevant"})
 # invisible code points that are not format characters (Cf) but render as nothing: the combining grapheme
@@ -64,13 +61,12 @@ class Dataset:
         """What reports and the calibration layer say about it."""
         return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.rows), "role": role}
 
-    def use(self, role: str, family: Any = None) -> dict[str, Any]:
+    def use(self, role: str, fields: frozenset[str] | None = None) -> dict[str, Any]:
         """What lineage keeps: :meth:`describe` plus a content key per row (``row_digests``), so that a
-        reordered, re-identified or reformatted copy of the same split is still recognized. ``family``: the
-        evaluated family (its fields are what the keys read; without it, every family's). ``raw_row_digests``
-        are the digests records made before content keys held, for the audit to compare with those only;
-        `readout_eval.lineage.entry` does not keep them."""
-        fields = content_fields(family)
+        reordered, re-identified or reformatted copy of the same split is still recognized. ``fields``: what
+        the keys read, the evaluated family's (`readout_eval.tasks.fields.content_fields`); None: every
+        field a row has. ``raw_row_digests`` are the digests records made before content keys held, for the
+        audit to compare with those only; `readout_eval.lineage.entry` does not keep them."""
         return self.describe(role) | {"row_digests": [row_key(r, fields) for r in self.rows],
                                       "raw_row_digests": [row_digest(r) for r in self.rows]}
 
@@ -128,29 +124,6 @@ def _invisible() -> dict[int, None]:
     hyphen, bidi marks: category Cf) and the other invisible code points."""
     table = {c: None for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"}
     return table | dict.fromkeys(_IGNORABLE)
-
-
-def content_fields(family: Any = None) -> frozenset[str] | None:
-    """The row fields ``family``'s evaluation reads: its input fields (where its task reads rows as input
-    items), its task's gold fields and the task's other fields. ``None``: those of every registered family
-    (a superset, for callers that do not know the family). A family whose task is unknown: None (every
-    field the row has)."""
-    if family is None:
-        return _every_family()
-    from readout_eval.tasks import TASKS  # lazily: the tasks import this module
-
-    task = TASKS.get(getattr(family, "task", ""))
-    if task is None:
-        return None
-    inputs = tuple(family.fields) if task.reads_items else ()
-    return frozenset((*inputs, *task.gold_fields, *TASK_READS.get(task.name, ())))
-
-
-@functools.lru_cache(maxsize=1)
-def _every_family() -> frozenset[str]:
-    from readout_sdk.families import REGISTRY
-
-    return frozenset().union(*(content_fields(f) or () for f in REGISTRY.values()))
 
 
 def number(value: Any) -> float | None:

@@ -13,6 +13,7 @@ from readout_eval import lineage as L
 from readout_eval.paired import compare
 from readout_eval.slices import DEFAULT_MIN_SUPPORT, slices
 from readout_eval.tasks import Case, Measured, Task, task_of
+from readout_eval.tasks.fields import content_fields
 from readout_eval.tasks.base import items_of
 
 
@@ -87,7 +88,7 @@ def _evaluate(engine: Any, ds: D.Dataset, root: Path, role: str, parent: str | P
     if parent is not None:  # the release this one replaces is part of its lineage too
         history += L.uses(json.loads((Path(parent) / "readout.json").read_text(encoding="utf-8")), Path(parent))
     described = ds.describe(role)
-    used = ds.use(role, engine.family_spec)  # row keys on the fields this family's evaluation reads, as calibrate's
+    used = ds.use(role, content_fields(engine.family_spec))  # row keys on the fields this family's evaluation reads, as calibrate's
     flags, tainted = L.audit(history, used, role, engine.release_id, root_id, str(ds.path))
     golds = gold_values(engine, ds)
     say(f"evaluating {engine.family} release {str(engine.release_id)[:12]} ({engine.target.name}) on "

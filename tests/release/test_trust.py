@@ -323,12 +323,14 @@ def test_a_keep_killed_at_any_point_leaves_a_listed_report_and_blocks_nothing(ar
         assert not (art / ".evaluation.json.pending").exists()
 
 
-def test_an_unlisted_report_is_moved_aside_with_a_warning_never_deleted(art, caplog):
+def test_an_unlisted_report_is_moved_aside_with_a_warning_never_deleted(art, capsys):
     (art / "evaluation.json").write_text('{"mine": true}')
     keep(art, "evaluation", {"release_id": "r", "runs": []}, {})
     aside = [p for p in art.iterdir() if p.name.startswith("evaluation.json.ignored-")]
     assert len(aside) == 1 and aside[0].read_text() == '{"mine": true}'
-    assert "moved aside" in caplog.text and kept_status(art, "evaluation", _meta(art)) == "listed"
+    warned = capsys.readouterr().err
+    assert warned.count("\n") == 1 and "warning:" in warned and "moved aside" in warned
+    assert kept_status(art, "evaluation", _meta(art)) == "listed"
 
 
 @pytest.mark.parametrize("command", [["serve-http", "--port", "0"], ["serve", "--http-port", "1"], ["encode"]])

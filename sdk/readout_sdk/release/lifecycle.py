@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -199,9 +199,9 @@ def _set_aside(root: Path, key: str, listing: Mapping[str, Any]) -> None:
     path = root / KEPT_FILES[key]
     aside = path.with_name(f"{path.name}.ignored-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}")
     os.replace(path, aside)
-    logging.getLogger("readout_sdk").warning(
-        "warning: %s was %s; moved aside to %s (kept, not evidence) and a new report started",
-        path, WHY_IGNORED[status], aside.name)
+    # one line on stderr, as the commands print theirs (a logger can be silenced by a server's logging config)
+    print(f"warning: {path} was {WHY_IGNORED[status]}; moved aside to {aside.name} (kept, not evidence) and a "
+          "new report started", file=sys.stderr)
 
 
 def _sha256_of(path: Path) -> str | None:
