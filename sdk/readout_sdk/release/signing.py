@@ -88,11 +88,7 @@ def key_id(raw: bytes) -> str:
 def read_public_key(path: str | Path) -> PublicKey:
     """An Ed25519 public key from a PEM or OpenSSH file (a refusal names the file and what it holds)."""
     serialization, ed25519 = _crypto()
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SignatureError(f"{path}: cannot read the key ({e.strerror or e})") from None
+    path, data = _key_file(path, "the key")
     try:
         key = (serialization.load_ssh_public_key(data) if data.lstrip().startswith(b"ssh-")
                else serialization.load_pem_public_key(data))
@@ -244,11 +240,7 @@ def read_private_key(path: str | Path) -> Any:
     """An Ed25519 private key from a PEM (PKCS#8) or OpenSSH file; a password, where the file is encrypted,
     comes from ``READOUT_SIGNING_KEY_PASSWORD`` (never from the command line, where others could read it)."""
     serialization, ed25519 = _crypto()
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SignatureError(f"{path}: cannot read the signing key ({e.strerror or e})") from None
+    path, data = _key_file(path, "the signing key")
     password = os.environ.get(PASSWORD_ENV)
     secret = password.encode() if password else None
     try:
@@ -323,6 +315,15 @@ def generate(path: str | Path) -> tuple[Path, Path, str]:
         f.write(pub)
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return private, public, key_id(raw)
+
+
+def _key_file(path: str | Path, what: str) -> tuple[Path, bytes]:
+    """A key file's path and bytes, or a refusal naming the file."""
+    path = Path(path)
+    try:
+        return path, path.read_bytes()
+    except OSError as e:
+        raise SignatureError(f"{path}: cannot read {what} ({e.strerror or e})") from None
 
 
 def _first(e: BaseException) -> str:
