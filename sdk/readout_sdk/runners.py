@@ -314,11 +314,12 @@ class OpenVINORunner(Lifecycle):
         for _ in range(self.streams):
             self._free.put(self.compiled.create_infer_request())
         self._ports = {out.get_any_name(): out for out in self.compiled.outputs}
-        self._data = data
+        self._path = path
+        # read now, from the bytes compiled (then let them go: an engine does not hold its graph twice)
+        self._embedded = self._read_embedded(data)
         self.providers = ("OpenVINO:CPU",)
         self.execution = {"provider": "OpenVINO:CPU", "inference_precision": inference_precision,
                           "streams": self.streams, "compiled_cache": cache}
-        self._path = path
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         request = self._free.get()
@@ -329,6 +330,9 @@ class OpenVINORunner(Lifecycle):
             self._free.put(request)
 
     def embedded_metadata(self) -> dict[str, str]:
+        return dict(self._embedded)
+
+    def _read_embedded(self, data: bytes | None) -> dict[str, str]:
         """The record the graph embeds. With the compiled-model cache, it is read from the graph once and
         kept beside the blob: the cache directory is keyed by the graph's verified sha256, so the record
         kept there is the one these bytes embed (reading it costs an ONNX Runtime session, ~0.3 s)."""
@@ -344,7 +348,7 @@ class OpenVINORunner(Lifecycle):
                 return {METADATA_KEY: json.dumps(json.loads(kept.read_text(encoding="utf-8")))}
             except (OSError, ValueError):
                 pass
-        record = read_onnx_record(self._path, self._data)
+        record = read_onnx_record(self._path, data)
         if kept is not None:
             try:
                 write_atomic(kept, json.dumps(record).encode("utf-8"))
@@ -360,7 +364,6 @@ class OpenVINORunner(Lifecycle):
     def close(self) -> None:
         self._free = queue.SimpleQueue()  # drop the infer requests, then the compiled model
         self.compiled = None
-        self._data = None
 
 
 def _compile_openvino(core: Any, path: Path, config: dict[str, Any], graph_sha256: str | None,
