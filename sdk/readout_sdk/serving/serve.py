@@ -362,11 +362,14 @@ def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = 
         raise KeyboardInterrupt
 
     def exited_early(signum: int, frame: Any) -> None:
-        if phase[0] == "starting":
+        # Raised only inside the guarded call to PyTriton's start (phase "waiting"), and at most once: an
+        # exception raised anywhere else (in an except clause, say) would escape as a traceback.
+        if phase[0] == "waiting":
+            phase[0] = "exited"
             raise _ServerExited
 
     def on_exit() -> None:  # PyTriton's start waits up to 2 minutes for a server that has already exited: cut it short
-        if phase[0] == "starting":
+        if phase[0] == "waiting":
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
@@ -380,18 +383,22 @@ def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = 
         triton = _triton(options, log)
         _bind(triton, engine, options, model, batch_size)
         try:
-            triton.run()
-            if not log.exited.is_set() and not _model_ready(options, model):
-                raise failed(f"Triton is up but says {model} is not ready", log)
+            try:
+                phase[0] = "waiting"
+                triton.run()
+            finally:  # a signal handled before this store still raises here, inside the outer try
+                phase[0] = "started"
         except _ServerExited:
             pass
-        except (KeyboardInterrupt, ServeFailed):
+        except KeyboardInterrupt:
             raise
         except Exception as e:  # noqa: BLE001 - PyTriton's own start-up failures, reported with the log
             if not log.exited.is_set():
                 first = (str(e).strip().splitlines() or [""])[0][:200]
                 raise failed(f"Triton did not start {model} ({type(e).__name__}{': ' + first if first else ''})",
                              log) from None
+        if not log.exited.is_set() and not _model_ready(options, model):
+            raise failed(f"Triton is up but says {model} is not ready", log)
         phase[0] = "serving"
         if log.exited.is_set():
             raise failed(f"Triton exited (code {log.exit_code}) before {model} was ready", log)
