@@ -39,21 +39,23 @@ def default_budgets() -> dict[str, Any]:
     return {k: v for k, v in json.loads(text).items() if k != "description"}
 
 
-def budgets_for(precision: str, overrides: dict[str, Any] | None) -> dict[str, dict[str, float]]:
-    """Default budgets for a precision with the manifest's `parity` overrides applied."""
-    merged = dict(default_budgets().get(precision, {}))
+def budgets_for(precision: str, overrides: dict[str, Any] | None, family: Any = None) -> dict[str, dict[str, float]]:
+    """Default budgets for a precision with the manifest's `parity` overrides applied. A family's own budgets
+    (`Family.budgets`: a plugin's metrics) fill in metrics the ABI's file does not name; never replace them."""
+    merged = dict((getattr(family, "budgets", None) or {}).get(precision, {}))
+    merged.update(default_budgets().get(precision, {}))
     merged.update((overrides or {}).get(precision, {}))
     return merged
 
 
-def target_budgets(target: Any, overrides: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+def target_budgets(target: Any, overrides: dict[str, Any] | None, family: Any = None) -> dict[str, dict[str, float]]:
     """What a target is gated on: a budgeted target (precision auto) on the budget it was built to keep
     (names ending in 'error' are maxima, the rest minima); any other on the budgets its kind names
     (`readout_sdk.targets.TargetKind.budget`, a key of parity-budgets-1.json and of the manifest's overrides)."""
     declared = (getattr(target, "recipe", None) or {}).get("budget")
     if declared:
         return {m: ({"max": v} if m.endswith("error") else {"min": v}) for m, v in declared.items()}
-    return budgets_for(target.kind.budget or target.precision, overrides)
+    return budgets_for(target.kind.budget or target.precision, overrides, family)
 
 
 def decide(target: str, provider: str, metric: str, measured: float, bound: dict[str, float], reference: str,

@@ -172,7 +172,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                                    f"{side} padding, batch {width}")
                 finally:
                     runner.close()
-                budgets = target_budgets(target, overrides)
+                budgets = target_budgets(target, overrides, fam)
                 gated = 0
                 for metric, (value, where) in sorted(worst.items()):
                     if metric in budgets:

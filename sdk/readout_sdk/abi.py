@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any, Mapping
 
 from readout_sdk.errors import AbiError  # noqa: F401  (public here too)
-from readout_sdk.families import REGISTRY, Family, TensorSpec, UnknownFamily, get  # noqa: F401  (TensorSpec: public here too)
+from readout_sdk.families import REGISTRY, Family, TensorSpec, UnknownFamily, get, of_record  # noqa: F401  (TensorSpec: public here too)
 
 ABI_VERSION = "readout-abi/1"
 ABI_MAJOR = 1
@@ -66,4 +66,4 @@ def validate_record(record: Mapping[str, Any]) -> None:
     if errors:
         err = errors[0]
         raise AbiError(f"ABI record {json_path(err.absolute_path)}: {err.message}")
-    get(record["family"]).check_record(record)
+    of_record(record).check_record(record)

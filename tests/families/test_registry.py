@@ -25,7 +25,14 @@ def test_schema_family_enums_are_the_registry():
     manifest = _schema("manifest-1.schema.json")
     abi = _schema("readout-abi-1.schema.json")
     assert manifest["properties"]["family"]["enum"] == list(REGISTRY)
-    assert abi["properties"]["family"]["enum"] == list(REGISTRY)
+    builtin, plugin = abi["properties"]["family"]["anyOf"]
+    assert builtin["enum"] == list(REGISTRY) and "pattern" in plugin  # plugin families: any name, $.plugin stated
+    # the conditions that tell a built-in from a plugin family name the same families
+    for rule in abi["allOf"]:
+        family = rule["if"]["properties"]["family"]
+        assert family.get("enum", family.get("not", {}).get("enum")) == list(REGISTRY)
+    scores = abi["allOf"][1]["then"]["properties"]["output"]["properties"]["score_type"]["enum"]
+    assert set(scores) == {t for f in REGISTRY.values() for t in f.score_types}
 
 
 def test_schema_aggregations_are_the_families():

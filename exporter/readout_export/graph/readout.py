@@ -95,7 +95,8 @@ class ReadoutGraph(nn.Module):
 
     def __init__(self, stages: tuple[str, ...], choices: bool, core: nn.Module, core_kinds: tuple[str, ...], *,
                  special_ids: list[int], pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
-                 dense: list[Dense] | None = None, normalize: str = "none", compact_rows: bool = True):
+                 dense: list[Dense] | None = None, normalize: str = "none", compact_rows: bool = True,
+                 plugin: nn.Module | None = None):
         super().__init__()
         self.stages = tuple(stages)  # the family's readout stages after the head (readout_sdk.families)
         self.choices = choices       # inputs carry a choices axis; the output is one logit per choice
@@ -107,6 +108,7 @@ class ReadoutGraph(nn.Module):
         self.normalize = normalize
         self.pad_id = int(pad_id)
         self.compact_rows = compact_rows  # False reproduces transformers' default position ids (parity's informative row)
+        self.plugin = plugin  # a plugin family's readout (`Family.export_module`): the "plugin" stage
         self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
                              persistent=False)
 
@@ -182,6 +184,11 @@ class ReadoutGraph(nn.Module):
                 x = torch.log1p(torch.relu(x))
             elif stage == "max_pool":
                 x = pool(x, rows, attention, "max")
+            elif stage == "plugin":  # the plugin's module gives every output (the family's, in order)
+                if self.plugin is None:
+                    raise ValueError("the plugin stage needs the family's export_module")
+                produced = self.plugin(x, rows, attention)
+                return list(produced) if isinstance(produced, (tuple, list)) else [produced]
             else:
                 raise ValueError(f"unknown readout stage {stage!r}")
         return [x, *extra]

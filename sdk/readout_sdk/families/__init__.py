@@ -9,8 +9,10 @@ metrics in ``abi_specs/parity-budgets-1.json``, and tests. See docs/architecture
 from __future__ import annotations
 
 from importlib import import_module
+from typing import Any, Mapping
 
 from readout_sdk.errors import AbiError
+from readout_sdk.families import plugins
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 
 _MODULES = ("embedding", "sequence_classification", "multilabel_classification", "regression",
@@ -18,19 +20,49 @@ _MODULES = ("embedding", "sequence_classification", "multilabel_classification",
             "multiple_choice")
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (import_module(f"readout_sdk.families.{m}").FAMILY
-                                                   for m in _MODULES)}
+                                                   for m in _MODULES)}  # the built-in families
 
 
 class UnknownFamily(AbiError):
-    """A family name this release does not define."""
+    """A family name neither this release nor an installed plugin defines."""
 
 
 def get(name: str) -> Family:
-    """The family called ``name``, or a refusal naming the known families."""
+    """The family called ``name``: a built-in one, else an installed plugin's (`readout_sdk.families.plugins`),
+    else a refusal naming the known families and the installed plugins."""
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):
-        raise UnknownFamily(f"unknown family {name!r}; known: {', '.join(REGISTRY)}") from None
+        pass
+    try:
+        return plugins.load(name, frozenset(REGISTRY))
+    except (KeyError, TypeError):
+        found = plugins.installed()
+        raise UnknownFamily(f"unknown family {name!r}; known: {', '.join(REGISTRY)}"
+                            + (f"; from plugins: {', '.join(found)}" if found else "")) from None
 
 
-__all__ = ["Context", "Family", "Head", "REGISTRY", "TensorSpec", "UnknownFamily", "get"]
+def of_record(record: Mapping[str, Any]) -> Family:
+    """The family an ABI record states, with its plugin statement checked (`plugins.check_record`): an artifact
+    whose plugin family is not installed, or is installed at another contract, is refused naming the package."""
+    name, stated = record.get("family"), record.get("plugin")
+    if name not in REGISTRY and isinstance(stated, Mapping) and name not in plugins.entry_points():
+        raise plugins.not_installed(str(name), stated)
+    family = get(name)  # type: ignore[arg-type]
+    plugins.check_record(record, family)
+    return family
+
+
+def every() -> dict[str, Family]:
+    """The built-in families and every installed plugin family that loads (the broken ones are left out
+    here; using one by name gives its refusal)."""
+    out = dict(REGISTRY)
+    for name in plugins.entry_points():
+        try:
+            out.setdefault(name, plugins.load(name, frozenset(REGISTRY)))
+        except plugins.PluginRefused:
+            pass
+    return out
+
+
+__all__ = ["Context", "Family", "Head", "REGISTRY", "TensorSpec", "UnknownFamily", "every", "get", "of_record", "plugins"]

@@ -25,6 +25,7 @@ from readout_sdk.calibration import temperature as calibration_temperature
 from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
+from readout_sdk.families.contract import CONTRACT, PluginInfo
 from readout_sdk.roles import Role, Roles
 from readout_sdk.vector_forms import VectorForm, from_record
 from readout_sdk.windows import owned_rows
@@ -145,6 +146,25 @@ class Family:
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
     calibrators: ClassVar[tuple[str, ...]] = ()   # what `readout-export calibrate` may fit for it
     task: ClassVar[str] = ""                      # its output object, for evaluation (readout_eval)
+    # ---- plugin families (`readout_sdk.families.plugins`) ----
+    contract: ClassVar[str] = CONTRACT            # the plugin contract the family was written against
+    plugin: "PluginInfo | None" = None            # set on a plugin family's instance when its entry point loads
+    # default parity budgets of the family's own metrics, per precision ({"fp32": {"metric": {"max": x}}}); the
+    # ABI's budgets (parity-budgets-1.json) of the metrics it names take precedence, a manifest's override both
+    budgets: ClassVar[Mapping[str, Mapping[str, Mapping[str, float]]]] = {}
+
+    # ---- export (torch side; the SDK never calls these) ----------------------------------------
+    def export_module(self, model_dir: Path, config: Mapping[str, Any]) -> Any:
+        """A plugin family's readout as a ``torch.nn.Module``, loaded from the model directory (``config``: the
+        backbone's config.json). Its ``forward(rows, selected, attention)`` takes the backbone's contextual
+        rows ``[N, S, width]`` (float32, padding rows zero), the rows the record's row policy selects and the
+        attended rows (``[N, S]`` float32 masks), and returns the family's :attr:`outputs` in order. Used when
+        :attr:`stages` is ``("plugin",)``; built-in families compose their stages instead."""
+        raise NotImplementedError(f"family {self.name} has no plugin readout module")
+
+    def head_files(self, model_dir: Path) -> list[Path]:
+        """The files :meth:`export_module` reads its weights from (hashed into the identity's head layer)."""
+        return []
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property

@@ -1,6 +1,7 @@
 """Typed routes for what OpenAI's and text-embeddings-inference's APIs lack: ``/entities`` (token
 classification), ``/answers`` (extractive QA), ``/choices`` (multiple choice), ``/token_vectors`` (late
-interaction, with each kept row's token). Each answers ``{"model", "release_id", "results"}``, one SDK
+interaction, with each kept row's token), and ``/records``: any family's serving records, for a family that
+declares no route of its own kind (a plugin family, `readout_sdk.families.plugins`). Each answers ``{"model", "release_id", "results"}``, one SDK
 serving record per input (`readout_sdk.serving.records`: the same record Triton and Ray return)."""
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ async def answers(request: Any, server: Server) -> Answer:
 
 async def choices(request: Any, server: Server) -> Answer:
     return await _objects(request, server, "/choices")
+
+
+async def records(request: Any, server: Server) -> Answer:
+    """Texts (a family whose items are one text) or objects of the family's fields, whatever the family."""
+    if server.routed(request).family.fields == ("text",):
+        return await _texts(request, server, "/records")
+    return await _objects(request, server, "/records")
 
 
 async def _texts(request: Any, server: Server, route: str) -> Answer:
@@ -59,4 +67,4 @@ def _answer(served: Any, records: list[dict[str, Any]]) -> Answer:
 
 
 ROUTES = [("/entities", "POST", entities), ("/answers", "POST", answers), ("/choices", "POST", choices),
-          ("/token_vectors", "POST", token_vectors)]
+          ("/token_vectors", "POST", token_vectors), ("/records", "POST", records)]
