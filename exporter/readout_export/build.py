@@ -110,14 +110,15 @@ def _versions() -> dict[str, str]:
     return {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__}
 
 
-def assemble(plan: Plan, compact_rows: bool = True):
-    """The eager torch graph a plan describes (backbone/head + readout) and its transformers core."""
+def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"):
+    """The eager torch graph a plan describes (backbone/head + readout) and its transformers core; an adapter is
+    merged (what is exported) or, with ``adapter_form="applied"``, runs unmerged in peft (the parity reference)."""
     from readout_export.graph.readout import ReadoutGraph
     from readout_export.graph.loader import load_core, load_dense
 
     _quiet_libraries()
     tok = plan.tokenizer
-    core, kinds = load_core(plan, tok.pad_id)
+    core, kinds = load_core(plan, tok.pad_id, adapter_form)
     config = core.model.config
     if plan.labels is not None and config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
@@ -130,6 +131,21 @@ def assemble(plan: Plan, compact_rows: bool = True):
     return graph, core
 
 
+def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, str]],
+            adapter_files: list[tuple[str, str]]) -> dict[str, Any]:
+    """readout.json's ``source``: the model directory and its weight files' hashes, and, where the model has them,
+    the adapter directory and its files, and the model's own code files (what the parity reference checks before
+    it runs, and what reconciliation resolves the kept manifest against)."""
+    source: dict[str, Any] = {"model": str(plan.source.root), "weights_sha256": record["provenance"]["weights_sha256"],
+                              "weights": [{"file": f, "sha256": s} for f, s in sorted(weight_files)]}
+    if plan.adapter is not None:
+        source["adapter"] = {"path": str(plan.adapter.root), "sha256": record["provenance"]["adapter_sha256"],
+                             "files": [{"file": f, "sha256": s} for f, s in adapter_files]}
+    if plan.remote is not None:
+        source["code"] = [{"file": f, "sha256": s} for f, s in sorted(record["remote_code"]["files"].items())]
+    return source
+
+
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     import torch
 
@@ -139,7 +155,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.graph.tokenizer_io import save_tokenizer
     from readout_export.graph.forms import vector_forms
     from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import file_hashes, plan_digests
+    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
 
     _quiet_libraries()
     for note in plan.notes:
@@ -149,6 +165,11 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     tok_sha = save_tokenizer(tok, staging / "tokenizer.json")
 
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
+    if plan.remote is not None:
+        step(f"  running the model directory's own code (trust_remote_code): {', '.join(plan.remote.auto_map.values())}")
+    if plan.adapter is not None:
+        step(f"  applying the {plan.adapter.method} adapter in {plan.adapter.root}, merged for export (parity "
+             "compares against it unmerged)")
     graph, core = assemble(plan)
     expanded = any(p.get("expansion") for p in plan.role_policy.values())
     inputs = example_inputs(plan.family, tok.backend, tok.pad_id, core.takes_token_types, plan.prompt_excluded,
@@ -167,6 +188,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
+    adapter_files = adapter_file_hashes(plan) if plan.adapter is not None else []
     forms = None
     if plan.vectors:
         step("vector forms: " + ("fitting int8/uint8 ranges on the calibration corpus" if plan.vectors["texts"]
@@ -177,7 +199,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         plan, tok, out_dims=out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
         weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
-        forms=forms)
+        forms=forms, adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
+        adapter_sha256=weights_digest(adapter_files) if plan.adapter is not None else None)
     validate_record(record)
 
     listed: list[Target] = []
@@ -211,8 +234,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         "abi": record,
         "targets": targets,
         "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-        "source": {"model": str(plan.source.root), "weights_sha256": record["provenance"]["weights_sha256"],
-                   "weights": [{"file": f, "sha256": s} for f, s in sorted(weight_files)]},
+        "source": _source(plan, record, weight_files, adapter_files),
         "build": {"manifest": plan.manifest.data, "notes": plan.notes,
                   "example_max_abs_error": worst},
     }

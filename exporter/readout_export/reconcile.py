@@ -2,8 +2,9 @@
 manifest, without running a model, and compare it field by field with the artifact's.
 
 The derived record is what `readout-export build` would write today from the same inputs: the same
-`resolve` (manifest against the model directory), the same tokenizer file, the same classes read from
-transformers' Auto mapping, the same weight digests by tensor name. Its layered identity fields
+`resolve` (manifest against the model directory, and the adapter directory readout.json's source records), the
+same tokenizer file, the same classes read from transformers' Auto mapping (or the model directory's own code),
+the same weight digests by tensor name, the base's and an adapter's apart, and the same code file hashes. Its layered identity fields
 (`readout_sdk.release.identity.layer_fields`) are the semantic record; any field that differs is a FAIL naming
 the field and both values. A source model that is not on this machine makes reconciliation
 NOT_EVALUATED with that reason, never a pass.
@@ -98,7 +99,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     from readout_export.graph.record import build_record, weights_digest
     from readout_export.planning.resolve import resolve_kept
     from readout_export.graph.tokenizer_io import save_tokenizer
-    from readout_export.graph.weights import file_hashes, plan_digests
+    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
 
     plan = resolve_kept(art, root, "reconcile")
     arch = describe(plan)
@@ -116,7 +117,10 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
                         weights_sha256=weights_digest(files), tokenizer_sha256=tok_sha,
                         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
                         versions={k: art.record["provenance"].get(k, "") for k in ("torch", "transformers", "onnx")},
-                        forms=derived_forms(plan, dims["dim"], art.record.get("vector_forms")))
+                        forms=derived_forms(plan, dims["dim"], art.record.get("vector_forms")),
+                        # the adapter re-hashed apart from the base: a changed adapter file names its own field
+                        adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
+                        adapter_sha256=weights_digest(adapter_file_hashes(plan)) if plan.adapter is not None else None)
 
 
 def compare(artifact: dict[str, Any], derived: dict[str, Any]) -> list[FieldCheck]:
@@ -130,6 +134,9 @@ def compare(artifact: dict[str, Any], derived: dict[str, Any]) -> list[FieldChec
             out.append(FieldCheck(f"{layer}.{key}", a[layer].get(key), d[layer].get(key)))
     for key in ("weights_sha256", "source_tokenizer_sha256"):
         out.append(FieldCheck(f"provenance.{key}", artifact["provenance"].get(key), derived["provenance"].get(key)))
+    if "adapter_sha256" in artifact["provenance"] or "adapter_sha256" in derived["provenance"]:
+        out.append(FieldCheck("provenance.adapter_sha256", artifact["provenance"].get("adapter_sha256"),
+                              derived["provenance"].get("adapter_sha256")))
     out.append(FieldCheck("identity.release_id", a_id.get("release_id"), d_id["release_id"]))
     return out
 

@@ -36,11 +36,53 @@ def verify_source(art: Artifact) -> Path:
         files.append((w["file"], actual))
     if weights_digest(files) != art.record["provenance"]["weights_sha256"]:
         raise ParityError("source weights do not add up to the artifact's weights_sha256")
+    _verify_adapter(art)
+    _verify_files(root, art.source.get("code") or [], "source code file")
     return root
 
 
-def reference_graph(art: Artifact) -> Any:
-    """The eager torch graph (backbone/head + readout) the artifact was exported from."""
+def _verify_files(root: Path, listed: list[dict[str, Any]], what: str) -> list[tuple[str, str]]:
+    """Each listed file under ``root`` still has its recorded sha256 (else the reference would run other code
+    or other weights than the artifact was built from)."""
+    out = []
+    if not isinstance(listed, list) or not all(isinstance(f, dict) and isinstance(f.get("file"), str)
+                                               and isinstance(f.get("sha256"), str) for f in listed):
+        raise ParityError(f"readout.json lists the {what}s as {str(listed)[:80]}, not as files with their sha256")
+    for f in listed:
+        path = root / f["file"]
+        if not path.is_file():
+            raise ParityError(f"{what} {path} is missing")
+        actual = sha256_file(path)
+        if actual != f["sha256"]:
+            raise ParityError(f"{what} changed since the build: {path} has sha256 {actual}, the artifact was built "
+                              f"from {f['sha256']}; refusing to compare against it")
+        out.append((f["file"], actual))
+    return out
+
+
+def _verify_adapter(art: Artifact) -> None:
+    """The adapter directory readout.json's source records, file by file (an artifact without one: nothing)."""
+    from readout_export.graph.record import weights_digest
+
+    adapter = art.source.get("adapter")
+    if not adapter:
+        return
+    if not isinstance(adapter, dict) or not isinstance(adapter.get("path"), str):
+        raise ParityError(f"readout.json's source.adapter is {str(adapter)[:80]}, not an adapter directory and its "
+                          "files")
+    root = Path(adapter["path"])
+    if not root.is_dir():
+        raise ParityError(f"adapter directory {root} (recorded in readout.json) is not on this machine; the eager "
+                          "reference needs it")
+    files = _verify_files(root, adapter.get("files") or [], "adapter file")
+    if weights_digest(files) != art.record["provenance"].get("adapter_sha256"):
+        raise ParityError("adapter files do not add up to the artifact's adapter_sha256")
+
+
+def reference_graph(art: Artifact, adapter_form: str = "applied") -> Any:
+    """The eager torch graph (backbone/head + readout) the artifact was exported from. An adapter runs unmerged
+    in peft (``applied``), as it was trained: the exported graphs carry it merged, so parity compares the merge
+    against an oracle that did not go through it (``merged``: the graph the build exported)."""
     from readout_export.build import assemble
     from readout_export.errors import BuildError
     from readout_export.planning.resolve import resolve_kept
@@ -50,7 +92,7 @@ def reference_graph(art: Artifact) -> Any:
         plan = resolve_kept(art, root, "parity-reference")
     except BuildError as e:
         raise ParityError(str(e)) from None
-    graph, _ = assemble(plan)
+    graph, _ = assemble(plan, adapter_form=adapter_form)
     return graph
 
 
@@ -93,7 +135,8 @@ def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
     graph = reference_graph(art)
     names = [o["name"] for o in art.record["outputs"]]
-    return Reference(EagerRunner(graph, names), REFERENCE,
+    described = REFERENCE + (", the peft adapter applied unmerged" if art.source.get("adapter") else "")
+    return Reference(EagerRunner(graph, names), described,
                      ((DEFAULT_POSITIONS, EagerRunner(graph, names, default_positions=True)),))
 
 

@@ -27,14 +27,20 @@ class Architecture:
 
 
 def describe(plan: Plan) -> Architecture:
-    """The classes ``plan`` loads: transformers' own Auto mapping for the family's Auto class."""
+    """The classes ``plan`` loads: transformers' own Auto mapping for the family's Auto class, or, for a model
+    that ships its own code (opted in: ``plan.remote``), the classes its config.json ``auto_map`` names (its
+    AutoModel class is the backbone; without one, the head class stands for it)."""
     import transformers
 
+    from readout_export.planning.remote_code import auto_config, model_class
+
     spec = get_family(plan.family)
-    config = transformers.AutoConfig.from_pretrained(str(plan.source.transformer_dir), local_files_only=True)
+    remote = plan.remote
+    config = auto_config(plan.source, remote)
     try:
-        base = transformers.AutoModel._model_mapping[type(config)]
-        cls = getattr(transformers, spec.head.auto_class)._model_mapping[type(config)]
+        cls = model_class(plan.source, remote, spec.head.auto_class, config)
+        base = cls if remote is not None and not remote.reference("AutoModel") else \
+            model_class(plan.source, remote, "AutoModel", config)
     except KeyError:
         raise ManifestError("$.model", f"{plan.source.model_type or 'this architecture'} has no "
                                        f"{spec.head.auto_class} in transformers {transformers.__version__}") from None

@@ -70,25 +70,25 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def read_headers(files: list[Path]) -> dict[str, list[int]]:
+def read_headers(files: list[Path], where: str = "$.model") -> dict[str, list[int]]:
     """Tensor name -> shape over the weight files (index files skipped: their shards are listed beside them);
-    a file that is not what its name says is refused naming it."""
+    a file that is not what its name says is refused naming it, at JSON path ``where``."""
     shapes: dict[str, list[int]] = {}
     for path in files:
         if path.name.endswith(".index.json"):
             continue
         if path.suffix == ".safetensors":
-            shapes |= {k: v[1] for k, v in safetensors_header(path).items()}
+            shapes |= {k: v[1] for k, v in safetensors_header(path, where).items()}
         else:
-            shapes |= _pickled_shapes(path)
+            shapes |= _pickled_shapes(path, where)
     return shapes
 
 
-def safetensors_header(path: Path) -> dict[str, tuple[str, list[int], tuple[int, int]]]:
+def safetensors_header(path: Path, where: str = "$.model") -> dict[str, tuple[str, list[int], tuple[int, int]]]:
     """name -> (dtype, shape, data offsets) from a safetensors file's header, checked as safetensors checks it
     (header size, dtypes, offsets that tile the data and match each shape)."""
     def bad(why: str) -> ManifestError:
-        return ManifestError("$.model", f"{path}: not a readable safetensors file ({why})")
+        return ManifestError(where, f"{path}: not a readable safetensors file ({why})")
 
     try:
         size_on_disk = path.stat().st_size
@@ -101,7 +101,7 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, list[int], tuple[int,
                 raise bad(f"header length {n} exceeds the file")
             header = json.loads(f.read(n))
     except OSError as e:
-        raise ManifestError("$.model", f"cannot read {path}: {e.strerror or e}") from None
+        raise ManifestError(where, f"cannot read {path}: {e.strerror or e}") from None
     except (ValueError, RecursionError):
         raise bad("its header is not JSON") from None
     if not isinstance(header, dict):
@@ -139,7 +139,7 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, list[int], tuple[int,
     return out
 
 
-def _pickled_shapes(path: Path) -> dict[str, list[int]]:
+def _pickled_shapes(path: Path, where: str = "$.model") -> dict[str, list[int]]:
     """A pickled state dict's shapes, read with ``weights_only=True`` (memory-mapped where the file allows)."""
     import torch
 
@@ -154,35 +154,43 @@ def _pickled_shapes(path: Path) -> dict[str, list[int]]:
         from readout_sdk.errors import first_line
 
         why = first_line(e).split(". ")[0][:160]  # torch's first sentence ("Weights only load failed", ...)
-        raise ManifestError("$.model", f"{path}: not a PyTorch state dict that loads with weights_only=True "
-                                       f"({why})") from None
+        raise ManifestError(where, f"{path}: not a PyTorch state dict that loads with weights_only=True "
+                                   f"({why})") from None
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
-        raise ManifestError("$.model", f"{path}: holds {type(state).__name__}, not a dict of named tensors")
+        raise ManifestError(where, f"{path}: holds {type(state).__name__}, not a dict of named tensors")
     return {k: list(v.shape) for k, v in state.items()}
 
 
-def meta_model(source: Any, auto_name: str, num_labels: int | None) -> Any:
-    """The model transformers would build for this config and Auto class, on the meta device (no memory)."""
+def meta_model(source: Any, auto_name: str, num_labels: int | None, remote: Any = None) -> Any:
+    """The model transformers would build for this config and Auto class, on the meta device (no memory);
+    ``remote`` (`readout_export.planning.remote_code.RemoteCode`): the model directory's own classes."""
     import torch
     import transformers
 
     from readout_sdk.errors import first_line
 
+    from readout_export.planning.remote_code import auto_config, model_class
+
     try:
-        config = transformers.AutoConfig.from_pretrained(str(source.transformer_dir), local_files_only=True)
+        config = auto_config(source, remote)
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
         raise ManifestError("$.model", f"{_where(source)}: transformers cannot read it ({type(e).__name__}: "
                                        f"{first_line(e)[:160]})") from None
     auto = getattr(transformers, auto_name)
-    if type(config) not in auto._model_mapping:
+    try:
+        model_class(source, remote, auto_name, config)  # transformers' own class, or the directory's code imported
+    except KeyError:
         raise ManifestError("$.model", f"{source.model_type or 'this architecture'} has no {auto_name} in "
-                                       f"transformers {transformers.__version__}")
+                                       f"transformers {transformers.__version__}") from None
+    except Exception as e:  # noqa: BLE001 - the model directory's own code failed to import
+        raise ManifestError("$.model", f"{source.transformer_dir}: its code for {auto_name} cannot be imported "
+                                       f"({type(e).__name__}: {first_line(e)[:160]})") from None
     if num_labels is not None:
         config.num_labels = num_labels
     try:
         with torch.device("meta"):
-            return auto.from_config(config, attn_implementation="eager")
+            return auto.from_config(config, attn_implementation="eager", trust_remote_code=remote is not None)
     except Exception as e:  # noqa: BLE001 - a config whose sizes no model can be built from
         raise ManifestError("$.model", f"{_where(source)}: transformers cannot build a {config.model_type} model "
                                        f"from it ({type(e).__name__}: {first_line(e)[:160]})") from None
@@ -226,7 +234,7 @@ def check_checkpoint(plan: Any, auto_name: str, autos: set[str]) -> Checkpoint:
     source = plan.source
     check_config_sizes(source)
     saved = _saved_architecture(source)
-    model = meta_model(source, auto_name, len(plan.labels) if plan.labels else None)
+    model = meta_model(source, auto_name, len(plan.labels) if plan.labels else None, plan.remote)
     family_class = type(model).__name__
     head_class_of = head_classes(type(model.config), autos)
     if saved and auto_name != "AutoModel" and saved != family_class and head_class_of.get(saved, auto_name) != auto_name:

@@ -41,11 +41,14 @@ def takes_token_types(model: nn.Module, config: dict) -> bool:
     return "token_type_ids" in params and int(config.get("type_vocab_size", 0) or 0) > 1
 
 
-def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
+def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Core, tuple[str, ...]]:
     """Load the transformers model for ``plan.family`` from local files only.
 
     A head that finds rows by pad id (decoder classifiers) gets the tokenizer's pad id when its
-    config names none; the graph writes that id into every padding row.
+    config names none; the graph writes that id into every padding row. A model that ships its own code runs
+    it only where the manifest opted in (``plan.remote``); an adapter (``plan.adapter``) is applied in
+    ``adapter_form``: ``merged`` for export, ``applied`` (the eager PeftModel) for the parity reference
+    (`readout_export.graph.adapter`).
     """
     import transformers
 
@@ -53,7 +56,8 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
     auto_name, attributes = spec.head.auto_class, spec.head.attributes
     kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in spec.head.per_row)
     auto = getattr(transformers, auto_name)
-    kwargs = dict(local_files_only=True, attn_implementation="eager", dtype=torch.float32)
+    kwargs = dict(local_files_only=True, attn_implementation="eager", dtype=torch.float32,
+                  trust_remote_code=plan.remote is not None)  # explicit either way: transformers never prompts
     if spec.label_axis and plan.labels:  # the head's width is the label map's
         kwargs["num_labels"] = len(plan.labels)
     try:
@@ -74,7 +78,12 @@ def load_core(plan: Plan, pad_id: int) -> tuple[Core, tuple[str, ...]]:
     model.eval()
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_id
-    core = Core(model, attributes, takes_token_types(model, plan.source.config), spec.input_kind == "choices")
+    token_types = takes_token_types(model, plan.source.config)  # read from the base: a PeftModel's forward hides it
+    if plan.adapter is not None:
+        from readout_export.graph.adapter import apply_adapter
+
+        model = apply_adapter(model, plan.adapter, adapter_form)
+    core = Core(model, attributes, token_types, spec.input_kind == "choices")
     return core, kinds
 
 

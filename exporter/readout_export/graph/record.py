@@ -27,9 +27,12 @@ def weights_digest(files: list[tuple[str, str]]) -> str:
 def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], arch: Architecture,
                  weights: dict[str, Any], weights_sha256: str, tokenizer_sha256: str,
                  source_tokenizer_sha256: str | None, versions: dict[str, str],
-                 forms: dict[str, Any] | None = None) -> dict[str, Any]:
+                 forms: dict[str, Any] | None = None, adapter_weights: dict[str, str | None] | None = None,
+                 adapter_sha256: str | None = None) -> dict[str, Any]:
     """Return the record embedded in every graph and in readout.json, its layered identity included
-    (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`)."""
+    (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`; ``adapter_weights``
+    and ``adapter_sha256``: a merged adapter's digests by what its tensors reach and over its files,
+    `readout_export.graph.weights.adapter_digests` / `adapter_file_hashes`)."""
     spec = get_family(plan.family)
     width, token_types, architecture, head = arch.width, arch.token_types, arch.backbone, arch.head
     inputs = [{"name": "input_ids", "dtype": "int64", "axes": list(spec.input_axes)},
@@ -94,8 +97,25 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         record["input"]["roles"] = Roles(declared, plan.default_role, plan.prompt_excluded, without).section()
     if forms is not None:  # the declared vector forms (`readout_export.graph.forms`)
         record["vector_forms"] = forms
+    # only where the model has them: a plain record, and its release id, is what it was
+    if plan.adapter is not None:
+        record["adapter"] = _adapter(plan, adapter_weights or {})
+        record["provenance"]["adapter_sha256"] = adapter_sha256
+    if plan.remote is not None:
+        record["remote_code"] = {"auto_map": dict(plan.remote.auto_map), "files": plan.remote.hashes()}
     record["identity"] = compute_identity(record, weights)
     return record
+
+
+def _adapter(plan: Plan, digests: dict[str, str | None]) -> dict[str, Any]:
+    """The record's ``adapter`` section: the method and what it computes, the base it says it was made for (as
+    written, not part of the identity: the base is identified by its own digests), and its tensors' digests
+    apart from the base's, by what they reach (`readout_sdk.release.identity` places them in their layers)."""
+    adapter = plan.adapter
+    recorded = adapter.config.get("base_model_name_or_path")
+    return {"method": adapter.method, "config": adapter.semantic_config(),
+            "base_model_name_or_path": recorded if isinstance(recorded, str) else None,
+            "backbone_sha256": digests.get("backbone"), "head_sha256": digests.get("head"), "form": "merged"}
 
 
 def _role(plan: Plan, tok: TokenizerInfo, name: str, prompt: str) -> Role:

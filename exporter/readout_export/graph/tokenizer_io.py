@@ -40,7 +40,8 @@ def load_tokenizer(tok_dir: Path, max_length: int, side: str, strategy: str) -> 
     from transformers import AutoTokenizer
 
     try:
-        hf = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True, use_fast=True)
+        # trust_remote_code=False, explicitly: tokenizer code is never run, and transformers never asks on the terminal
+        hf = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True, use_fast=True, trust_remote_code=False)
     except Exception as e:  # transformers raises many kinds here; the message is what matters
         raise ManifestError("$.model", f"cannot load the tokenizer in {tok_dir}: {str(e).splitlines()[0]}") from None
     backend = getattr(hf, "backend_tokenizer", None)

@@ -39,9 +39,9 @@ def _pickled(path: Path) -> Iterator[tuple[str, str, list[int], bytes]]:
         yield name, str(t.dtype).replace("torch.", ""), list(t.shape), raw.numpy().tobytes()
 
 
-def tensors(files: Sequence[Path]) -> Iterator[tuple[str, str, list[int], bytes]]:
+def tensors(files: Sequence[Path], where: str = "$.model") -> Iterator[tuple[str, str, list[int], bytes]]:
     """(name, dtype, shape, bytes) of every tensor in the weight files, one at a time (index files are
-    skipped: their shards are listed beside them)."""
+    skipped: their shards are listed beside them); an unreadable file is refused at JSON path ``where``."""
     for path in files:
         if path.name.endswith(".index.json"):
             continue
@@ -54,7 +54,7 @@ def tensors(files: Sequence[Path]) -> Iterator[tuple[str, str, list[int], bytes]
             from readout_sdk.errors import first_line
 
             # the model directory's problem (validate's checkpoint check refuses it first): exit 2
-            raise ManifestError("$.model", f"{path}: cannot read its tensors ({first_line(e)[:200]})") from None
+            raise ManifestError(where, f"{path}: cannot read its tensors ({first_line(e)[:200]})") from None
 
 
 def tensor_digest(name: str, dtype: str, shape: list[int], raw: bytes) -> str:
@@ -144,3 +144,22 @@ def plan_digests(plan, prefix: str | None) -> dict[str, object]:
     out["backbone_prefix"] = prefix
     out["projection"] = [module_digest(d.path) for d in plan.dense]
     return out
+
+
+def adapter_digests(plan, prefix: str | None) -> dict[str, str | None]:
+    """The adapter's tensors by name, split by what they reach (`readout_export.planning.adapter.split_name`):
+    ``backbone`` (e.g. LoRA on attention or FFN: contextual rows change) and ``head`` (e.g. peft's modules_to_save
+    copy of the classifier: only scores change), each None where the adapter has no such tensor."""
+    from readout_export.planning.adapter import split_name
+
+    parts: dict[str, dict[str, str]] = {"backbone": {}, "head": {}}
+    for name, dtype, shape, raw in tensors([plan.adapter.weights], "$.adapter"):
+        parts[split_name(name, prefix)][name] = tensor_digest(name, dtype, shape, raw)
+    return {k: _combine(sorted(v.items())) if v else None for k, v in parts.items()}
+
+
+def adapter_file_hashes(plan) -> list[tuple[str, str]]:
+    """(file name in the adapter directory, sha256) of what the adapter is made of: its config and weights."""
+    from readout_sdk.artifact import sha256_file
+
+    return [(p.name, sha256_file(p)) for p in plan.adapter.files]

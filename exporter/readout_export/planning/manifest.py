@@ -20,8 +20,8 @@ from readout_sdk.jsonl import loads
 from readout_export.errors import ManifestError
 from readout_export.planning.problems import Problems
 
-COMMON_FIELDS = {"schema", "name", "model", "family", "output_dir", "max_length", "truncation", "targets",
-                 "opset", "parity", "serving", "evaluation"}
+COMMON_FIELDS = {"schema", "name", "model", "adapter", "trust_remote_code", "family", "output_dir", "max_length",
+                 "truncation", "targets", "opset", "parity", "serving", "evaluation"}
 
 WHY_NOT: dict[str, str] = {
     "readout": "its head decides which rows it reads",

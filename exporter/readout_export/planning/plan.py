@@ -44,6 +44,8 @@ class Plan:
     # per-role input policy of a multi-vector model (role or "(none)" -> max_length, expansion, skip_words)
     role_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
     embedding_rows: int | None = None  # the input embedding table's rows, as config.json builds it (None: unchecked)
+    adapter: Any = None  # a peft adapter merged into the base (`readout_export.planning.adapter.AdapterSource`)
+    remote: Any = None  # the model directory's own code, opted in (`readout_export.planning.remote_code.RemoteCode`)
 
     @property
     def output_dir(self) -> Path:

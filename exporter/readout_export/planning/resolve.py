@@ -83,7 +83,12 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
 
     # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
     # from them as soon as it reads the config, which loading the tokenizer does too
-    steps = [("config", lambda: check_config_sizes(source), ()), ("side", side, ()),
+    # the model directory's own code is refused (or opted in) before anything reads config.json through
+    # transformers: unasked, transformers would prompt on the terminal whether to run it
+    steps = [("config", lambda: check_config_sizes(source), ()),
+             ("remote_code", lambda: _resolve_remote_code(plan), ("config",)),
+             ("adapter", (lambda: _resolve_adapter(plan, out)) if "adapter" in data else None, ()),
+             ("side", side, ()),
              ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
              ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
              ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
@@ -94,10 +99,12 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
              ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
               if "thresholds" in spec.manifest_fields else None, ("labels",)),
              ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
-             ("checkpoint", lambda: _check_checkpoint(plan), ("labels",)),
+             ("checkpoint", lambda: _check_checkpoint(plan), ("labels", "remote_code")),
+             ("adapter_fit", (lambda: _check_adapter_fit(plan)) if "adapter" in data else None,
+              ("adapter", "checkpoint", "labels", "remote_code")),
              ("projection", lambda: _check_projection(plan), ("hook",)),
              # AutoTokenizer reads config.json: after its sizes are checked (2**31 labels would take 18 GB)
-             ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook")),
+             ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook", "remote_code")),
              ("token_ids", lambda: _check_token_ids(plan), ("tokenizer", "checkpoint")),
              ("min_length", lambda: _check_min_length(plan), ("tokenizer", "hook")),
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
@@ -114,6 +121,40 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
             problems.check(step, name, needs)
     problems.raise_any()
     return plan
+
+
+def _resolve_remote_code(plan: Plan) -> None:
+    """The model directory's own code (config.json auto_map): refused without the manifest's opt-in; with it, the
+    family's Auto class must be one auto_map names (`readout_export.planning.remote_code`)."""
+    from readout_export.planning.remote_code import read_remote_code, require_class
+
+    plan.remote = read_remote_code(plan.source, plan.manifest.data.get("trust_remote_code") is True)
+    if plan.remote is None and plan.manifest.data.get("trust_remote_code") is True:
+        plan.notes.append("trust_remote_code is set, but config.json has no auto_map: no code of the model "
+                          "directory runs")
+    if plan.remote is not None:
+        require_class(plan.remote, get_family(plan.family).head.auto_class, plan.family)
+
+
+def _resolve_adapter(plan: Plan, out: Path | None) -> None:
+    """The manifest's peft adapter directory, read and checked without weights (`readout_export.planning.adapter`);
+    its tensors are checked against the base once the checkpoint is (``_check_adapter_fit``)."""
+    from readout_export.planning.adapter import check_mergeable, check_recorded_base, read_adapter
+
+    adapter = read_adapter(plan.manifest, plan.source.root)
+    if out is not None and (out == adapter.root or adapter.root in out.parents):
+        raise ManifestError("$.output_dir", f"{out} is inside the adapter directory {adapter.root}; choose a "
+                                            "directory outside it")
+    check_mergeable(adapter)
+    check_recorded_base(adapter, plan.source, plan.notes)
+    plan.adapter = adapter
+
+
+def _check_adapter_fit(plan: Plan) -> None:
+    from readout_export.planning.adapter import check_fit
+
+    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None:
+        check_fit(plan)
 
 
 def _check_checkpoint(plan: Plan) -> None:
@@ -282,6 +323,13 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
     if not data:
         raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
     data["model"] = str(root)
+    if "adapter" in data:  # the adapter directory the build read, as readout.json's source records it
+        adapter = art.source.get("adapter")
+        recorded = adapter.get("path") if isinstance(adapter, dict) else None
+        if not isinstance(recorded, str) or not recorded:
+            raise BuildError("readout.json's build manifest names an adapter, but its source records no adapter "
+                             "directory; rebuild the artifact with this readout-export")
+        data["adapter"] = str(recorded)
     data["output_dir"] = str(art.path.parent / f".{art.path.name}.{purpose}")
     return resolve(Manifest(data, art.path / "manifest.json"), kept=True)
 

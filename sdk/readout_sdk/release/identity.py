@@ -14,7 +14,8 @@ their keys while raw score vectors (positional) do not.
 
 Every field is read from the ABI record; weights enter as the digests the build wrote under
 ``identity.weights`` (the exporter hashes tensors by name, so head weights are hashed apart from the
-backbone). :func:`compute` is deterministic: a rebuild from the same inputs gives the same identity.
+backbone). A merged `peft` adapter (the record's ``adapter`` section) and a model's own modeling code
+(``remote_code``) add fields of their own, apart from the base's, only where the record has them. :func:`compute` is deterministic: a rebuild from the same inputs gives the same identity.
 """
 from __future__ import annotations
 
@@ -67,6 +68,13 @@ def layer_fields(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[
     head = {"family": record["family"], "class": record["readout"].get("head"), "labels": labels,
             "score_type": out.get("score_type"),
             "vocab": out.get("vocab"), "outputs": record["outputs"], "head_sha256": weights.get("head")}
+    # fields only a model with an adapter or its own code has: every other record's fields, and its release id,
+    # are what they were
+    _adapter_fields(record.get("adapter"), contextual, head)
+    code = record.get("remote_code")
+    if code:  # the model directory's own modeling code: it computes the contextual rows
+        contextual["code_sha256"] = dict(code.get("files") or {})
+        contextual["code_auto_map"] = dict(code.get("auto_map") or {})
     # rows keyed by label name where the build could find them; otherwise the ordered head itself (a
     # relabelled head must never look like a permuted one)
     by_label = dict(head, labels=sorted(labels), head_sha256=weights["head_by_label"]) \
@@ -77,6 +85,24 @@ def layer_fields(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[
     calibration = {"calibration": record.get("calibration")}
     return {"tokenizer": tokenizer, "contextual": contextual, "readout": readout, "head": head,
             "calibration": calibration, "decision": decision, "head_by_label": by_label}
+
+
+def _adapter_fields(adapter: Mapping[str, Any] | None, contextual: dict[str, Any], head: dict[str, Any]) -> None:
+    """A merged adapter's fields, apart from the base's, in the layer each part reaches (readout-contract 0x0A:
+    "backbone or active internal adapter" invalidates from the contextual cache down; task head weights leave
+    contextual rows and vectors reusable): ``adapter_sha256`` of the tensors that reach the backbone (LoRA on
+    attention or FFN) in ``contextual``, of those that reach only the head (peft's modules_to_save copy of a
+    classifier) in ``head``; the adapter's method and config (``adapter_config``) in the higher layer it reaches."""
+    if not adapter:
+        return
+    config = {"method": adapter.get("method"), **dict(adapter.get("config") or {})}
+    if adapter.get("backbone_sha256"):
+        contextual["adapter_sha256"] = adapter["backbone_sha256"]
+        contextual["adapter_config"] = config
+    if adapter.get("head_sha256"):
+        head["adapter_sha256"] = adapter["head_sha256"]
+        if "adapter_config" not in contextual:
+            head["adapter_config"] = config
 
 
 def compute(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[str, Any]:
