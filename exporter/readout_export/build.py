@@ -124,11 +124,27 @@ def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
     spec = get_family(plan.family)
-    graph = ReadoutGraph(spec.stages_for(plan.long_inputs), spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
+    stages = spec.stages_for(plan.long_inputs)
+    plugin = _plugin_module(plan, config) if "plugin" in stages else None
+    graph = ReadoutGraph(stages, spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
                          pad_id=tok.pad_id,
                          pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize,
-                         compact_rows=compact_rows).eval()
+                         compact_rows=compact_rows, plugin=plugin).eval()
     return graph, core
+
+
+def _plugin_module(plan: Plan, config: Any) -> Any:
+    """A plugin family's readout module (`Family.export_module`) from the model directory; what the plugin
+    refuses there is the model directory's problem (exit 2, naming $.model and the plugin), never a traceback."""
+    spec = get_family(plan.family)
+    try:
+        return spec.export_module(plan.source.root, config.to_dict())
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError) as e:
+        from readout_sdk.artifact import first_line
+
+        who = f"{spec.plugin.package} " if spec.plugin is not None else ""
+        raise ManifestError("$.model", f"the {who}{plan.family} head cannot be loaded from {plan.source.root}: "
+                                       f"{first_line(e)}") from None
 
 
 def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, str]],

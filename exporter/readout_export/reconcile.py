@@ -19,6 +19,7 @@ from typing import Any
 from readout_parity.checks import FAIL, NOT_EVALUATED, PASS, Check
 from readout_sdk.artifact import Artifact, sha256_file
 from readout_sdk.calibration import DECISION_KEYS, overlay
+from readout_sdk.families import get as get_family
 from readout_sdk.release.identity import LAYERS, layer_fields
 
 from readout_export.errors import BuildError, ManifestError
@@ -112,6 +113,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     if plan.labels is not None:
         dims["classes"] = dims["outputs"] = len(plan.labels)
     dims["dim"] = plan.dense[-1].out_features if plan.dense else arch.width * len(plan.pooling or [None])
+    dims |= get_family(plan.family).declared_dims(plan)  # a plugin head's sizes, from its own config
     tok = plan.tokenizer
     return build_record(plan, tok, out_dims=dims, arch=arch, weights=plan_digests(plan, arch.prefix),
                         weights_sha256=weights_digest(files), tokenizer_sha256=tok_sha,

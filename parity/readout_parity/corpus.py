@@ -52,7 +52,21 @@ CHOICES = [
 
 def default_corpus(family: Family) -> list[Any]:
     """The built-in corpus for a family, by what one of its items is."""
+    if family.input_kind == "channels":
+        return channel_items(family.fields, TEXTS)
     return list({"choices": CHOICES, "pair": PAIRS}.get(family.input_kind, TEXTS))
+
+
+def channel_items(fields: tuple[str, ...], texts: list[str]) -> list[dict[str, str]]:
+    """Items of a channels family from texts: each text alone in the first field (a query), then items that
+    fill other sets of fields (every one, every other one, the last alone), so that the fusion over present
+    channels is compared with every channel absent somewhere."""
+    items: list[dict[str, str]] = [{fields[0]: t} for t in texts]
+    rest = fields[1:] or fields
+    patterns = [rest, rest[::2], rest[-1:], rest[1::2] or rest]
+    for k, pattern in enumerate(patterns):
+        items += [{f: texts[(i + j + k) % len(texts)] for j, f in enumerate(pattern)} for i in range(0, len(texts), 3)]
+    return items
 
 
 def load_corpus(path: str | Path, family: Family) -> list[Any]:
@@ -106,6 +120,9 @@ def mixed_corpus(family: Family, n: int, seed: int, min_words: int = 5, max_word
         if family.input_kind == "choices":
             q, choices = rng.choice(CHOICES)
             items.append((q + " " + text(max(1, words // 4)), list(choices)))
+        elif family.input_kind == "channels":  # a random non-empty set of fields, each its own text
+            present = [f for f in family.fields if rng.random() < 0.5] or [rng.choice(family.fields)]
+            items.append({f: text(max(1, words // len(present))) for f in present})
         elif family.input_kind == "pair":
             q, _ = rng.choice(PAIRS)
             items.append((q, text(words)))

@@ -77,13 +77,21 @@ def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str 
 def feed_for(record: dict[str, Any], parts: Sequence[Prepared], side: str = "right") -> dict[str, np.ndarray]:
     """The graph feed for a batch of parts, as the record's inputs name and shape it."""
     return make_feed(parts, int(record["input"]["pad_token_id"]), [i["name"] for i in record["inputs"]],
-                     "choices" in record["inputs"][0]["axes"], side)
+                     grouped(record), side)
+
+
+PART_AXES = ("choices", "channels")  # an axis of several encodings per item, each fed as one row set
+
+
+def grouped(record: dict[str, Any]) -> bool:
+    """Whether the record's inputs carry a choices or channels axis between batch and sequence."""
+    return any(a in PART_AXES for a in record["inputs"][0]["axes"])
 
 
 def make_feed(parts: Sequence[Prepared], pad_id: int, inputs: Sequence[str], choices: bool,
               side: str = "right") -> dict[str, np.ndarray]:
-    """Padded inputs for a batch of parts, shaped [batch, choices, sequence] when ``choices`` (every part
-    then holds the same number of encodings), else [batch, sequence]."""
+    """Padded inputs for a batch of parts, shaped [batch, k, sequence] when ``choices`` (k choices or channels:
+    every part then holds the same number of encodings), else [batch, sequence]."""
     expansions = [(p.expansion_rows, p.expansion_id) for p in parts for _ in p.encodings] \
         if any(p.expansion_rows for p in parts) else None
     feed = pad([e for p in parts for e in p.encodings], pad_id, inputs, side, expansions)

@@ -366,6 +366,7 @@ class Engine:
                  role: Role | None = None) -> Iterator["_Batch"]:
         """Each slice's parts, once encoded, length-sorted into padded batches; pipelined slices were encoded
         unchecked, so their batches are zero-row checked here, vectorized."""
+        fam = self.family_spec
         for n, (js, groups) in enumerate(zip(slices, encoded)):
             chunk.place(js, groups)
             parts = [(j, p) for j in js for p in range(len(chunk.groups[j]))]
@@ -374,8 +375,8 @@ class Engine:
             for k, idx in enumerate(planned):
                 feed = feed_for(self.abi, [prepared[i] for i in idx])
                 skip = np.int64(role.prompt_tokens if role is not None else 0)
-                if self.prefetch and self.context.encoder.without_content(feed["input_ids"], feed["attention_mask"],
-                                                                          skip).any():
+                if self.prefetch and fam.contentless(self.context.encoder.without_content(
+                        feed["input_ids"], feed["attention_mask"], skip)):
                     self._refuse_in_order(items, base, role)
                     raise InputRefused(f"items {base}..{base + len(items) - 1}: an item has no content tokens")
                 yield _Batch(chunk, [parts[i] for i in idx], feed, n == len(slices) - 1 and k == len(planned) - 1)

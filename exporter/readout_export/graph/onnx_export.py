@@ -21,7 +21,8 @@ from readout_export.graph.tokenizer_io import SAMPLE_PAIRS, SAMPLE_TEXTS, encode
 
 def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
                    prompt_rows: bool = False, expansion_id: int | None = None) -> dict[str, torch.Tensor]:
-    """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice); ``prompt_rows``: each
+    """Real tokenized text, right-padded, batch 2 (2 x 2 choices for multiple choice, 2 x channels for a
+    channels family); ``prompt_rows``: each
     text's leading prompt rows as well (two and none, so both paths are traced and checked);
     ``expansion_id``: the first text expanded by three rows of that id (`readout_sdk.roles`)."""
     from readout_sdk.batching import Prepared, make_feed
@@ -33,6 +34,11 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
         parts = [Prepared((e, e), False) for e in encoded]
     elif spec.input_kind == "pair":
         parts = [Prepared((e,), False) for e in encoded]
+    elif spec.input_kind == "channels":  # one item with every channel, one with the first alone (the rest absent)
+        from tokenizers import Encoding
+
+        k = len(spec.fields)
+        parts = [Prepared((encoded[0],) * k, False), Prepared((encoded[1],) + (Encoding.merge([]),) * (k - 1), False)]
     else:
         # the first text with two prompt rows and three expansion rows, the second with neither
         sample = Role("sample", "", 2 if prompt_rows else 0, expansion=3, expansion_id=expansion_id or 0)
@@ -40,7 +46,7 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
                           3 if k == 0 and expansion_id is not None else 0) for k, e in enumerate(encoded)]
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
         ([PROMPT_ROWS_INPUT] if prompt_rows else []) + ([EXPANSION_INPUT] if expansion_id is not None else [])
-    feed = make_feed(parts, pad_id, names, spec.input_kind == "choices")
+    feed = make_feed(parts, pad_id, names, spec.input_kind in ("choices", "channels"))
     return {k: torch.from_numpy(v) for k, v in feed.items()}
 
 
@@ -54,7 +60,8 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
             "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
     axes = {i["name"]: i["axes"] for i in record["inputs"]}
-    dynamic = {name: {i: dims[a] for i, a in enumerate(axes.get(name, spec.input_axes))} for name in inputs}
+    # a channels axis is the family's fields: fixed, never dynamic
+    dynamic = {name: {i: dims[a] for i, a in enumerate(axes.get(name, spec.input_axes)) if a in dims} for name in inputs}
     output_names = [o["name"] for o in record["outputs"]]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

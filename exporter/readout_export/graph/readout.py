@@ -108,7 +108,9 @@ class ReadoutGraph(nn.Module):
         self.normalize = normalize
         self.pad_id = int(pad_id)
         self.compact_rows = compact_rows  # False reproduces transformers' default position ids (parity's informative row)
-        self.plugin = plugin  # a plugin family's readout (`Family.export_module`): the "plugin" stage
+        # a plugin family's readout (`Family.export_module`), the "plugin" stage: it gets every row set of the
+        # batch ([batch x channels] of them for a channels family) and returns the outputs per item
+        self.plugin = plugin
         self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
                              persistent=False)
 
@@ -150,8 +152,10 @@ class ReadoutGraph(nn.Module):
         if prompt_rows is not None:  # a role's prompt rows: attended above, not pooled (rank among valid rows)
             not_prompt = (attention.cumsum(1) > prompt_rows.reshape(-1, 1).to(torch.float32)).to(torch.float32)
             rows, pooled_attention = rows * not_prompt, attention * not_prompt
-        empty = (rows.sum(1) == 0) | (attention.sum(1) == 0)  # zero-row pools become NaN, never a finite vector
         result = self._finish(restored, rows, pooled_attention)
+        if self.plugin is not None:  # a plugin's outputs are final: per item, NaN where it selects no rows
+            return tuple(result) if len(result) > 1 else result[0]
+        empty = (rows.sum(1) == 0) | (attention.sum(1) == 0)  # zero-row pools become NaN, never a finite vector
         fixed = []
         for y in result:
             if y.dtype.is_floating_point:

@@ -66,6 +66,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
             "tokenizer_file": "tokenizer.json",
             "prompts": plan.prompts,
             "long_inputs": plan.long_inputs,
+            **spec.input_section(plan),
         },
         "contextual_state": {
             "layer": -1,
@@ -103,6 +104,8 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         record["provenance"]["adapter_sha256"] = adapter_sha256
     if plan.remote is not None:
         record["remote_code"] = {"auto_map": dict(plan.remote.auto_map), "files": plan.remote.hashes()}
+    if spec.plugin is not None:  # a plugin family: the package a reader must have, at its contract
+        record["plugin"] = spec.plugin.section()
     record["identity"] = compute_identity(record, weights)
     return record
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import FAMILIES, MANIFEST_SCHEMA, json_path, load_schema
+from readout_sdk.errors import AbiError
 from readout_sdk.families import get as get_family
+from readout_sdk.families import plugins
 from readout_sdk.jsonl import loads
 
 from readout_export.errors import ManifestError
@@ -95,6 +97,15 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
                                                                 e.validator != "additionalProperties"))
     family = data.get("family")
     known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
+    if isinstance(family, str) and not known_family and family in plugins.entry_points():
+        # a plugin family (`readout_sdk.families.plugins`): the schema lists the built-in ones only
+        try:
+            get_family(family)
+        except AbiError as e:  # installed but refused (another contract, an import error): say so at $.family
+            problems.add(ManifestError("$.family", str(e)))
+        else:
+            known_family = True
+            errors = [e for e in errors if list(e.absolute_path) != ["family"]]
     for err in errors:
         for where, why in _describe(err, get_family(family) if known_family else None):
             problems.add(ManifestError(where, why))

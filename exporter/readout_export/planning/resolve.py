@@ -100,6 +100,7 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
               if "thresholds" in spec.manifest_fields else None, ("labels",)),
              ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
              ("checkpoint", lambda: _check_checkpoint(plan), ("labels", "remote_code")),
+             ("plugin", (lambda: _check_plugin_source(plan)) if spec.plugin is not None else None, ()),
              ("adapter_fit", (lambda: _check_adapter_fit(plan)) if "adapter" in data else None,
               ("adapter", "checkpoint", "labels", "remote_code")),
              ("projection", lambda: _check_projection(plan), ("hook",)),
@@ -528,3 +529,15 @@ def _resolve_thresholds(plan: Plan, thresholds: Any) -> None:
             raise ManifestError(f"$.thresholds[{i}]" if not isinstance(thresholds, (int, float)) else "$.thresholds",
                                 f"expected a probability strictly between 0 and 1, got {v}")
     plan.thresholds = values
+
+
+def _check_plugin_source(plan: Plan) -> None:
+    """A plugin family's own check of the model directory (`Family.check_source`): what its head would refuse
+    at build, refused here, without loading weights."""
+    spec = get_family(plan.family)
+    try:
+        spec.check_source(plan.source.root)
+    except (OSError, ValueError) as e:
+        from readout_sdk.artifact import first_line
+
+        raise ManifestError("$.model", f"the {spec.plugin.package} {plan.family} head: {first_line(e)}") from None

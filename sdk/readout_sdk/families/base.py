@@ -73,6 +73,9 @@ class Context:
         # the calibration layer (`readout_sdk.calibration`): scores come from logits / temperature
         self.temperature: float = calibration_temperature(record)
         self.roles = Roles.from_record(record, self.encoder.tokenizer)
+        # a channels family's field markers (`Family.input_kind` "channels"), by field
+        self.channel_markers: dict[str, str] = {c["field"]: c.get("marker", "")
+                                                for c in record["input"].get("channels") or ()}
         # the declared vector forms by name (`readout_sdk.vector_forms`), under the declared score type
         self.forms: dict[str, VectorForm] = {}
         for k, f in enumerate((record.get("vector_forms") or {}).get("forms") or []):
@@ -112,7 +115,10 @@ class Family:
 
     name: ClassVar[str] = ""
     outputs: ClassVar[tuple[TensorSpec, ...]] = ()
-    input_kind: ClassVar[str] = "text"            # one item is: "text", "pair" or "choices"
+    # one item is: "text", "pair", "choices" (a question and its k choices) or "channels" (a mapping of
+    # :attr:`fields`, each field a channel encoded alone, its record-declared marker first; an absent field is
+    # an empty row set; a plain text is the first field)
+    input_kind: ClassVar[str] = "text"
     fields: ClassVar[tuple[str, ...]] = ("text",)  # named fields of a request / corpus / evaluation row
     pair_roles: ClassVar[tuple[str, str] | None] = None  # what the first and second text of a pair are
     single_item: ClassVar[bool] = False           # its call answers one item (QA, multiple choice)
@@ -158,9 +164,20 @@ class Family:
         """A plugin family's readout as a ``torch.nn.Module``, loaded from the model directory (``config``: the
         backbone's config.json). Its ``forward(rows, selected, attention)`` takes the backbone's contextual
         rows ``[N, S, width]`` (float32, padding rows zero), the rows the record's row policy selects and the
-        attended rows (``[N, S]`` float32 masks), and returns the family's :attr:`outputs` in order. Used when
+        attended rows (``[N, S]`` float32 masks), and returns the family's :attr:`outputs` in order, one row
+        per item (N is batch x channels for a channels family: channel c of item i is row i * channels + c),
+        NaN for an item whose selected rows are all empty (never a finite value from nothing). Used when
         :attr:`stages` is ``("plugin",)``; built-in families compose their stages instead."""
         raise NotImplementedError(f"family {self.name} has no plugin readout module")
+
+    def declared_dims(self, plan: Any) -> dict[str, int]:
+        """The sizes of the outputs' constant axes that a plugin head fixes (``{"dim": d}``), read from its
+        config without running it: what reconciliation re-derives the record's shapes from."""
+        return {}
+
+    def check_source(self, model_dir: Path) -> None:
+        """Refuse (ValueError or OSError, one line naming the file) a model directory whose plugin head this
+        family cannot export; torch-free and without loading weights: `readout-export validate` runs it."""
 
     def head_files(self, model_dir: Path) -> list[Path]:
         """The files :meth:`export_module` reads its weights from (hashed into the identity's head layer)."""
@@ -169,7 +186,17 @@ class Family:
     # ---- ABI ---------------------------------------------------------------------------------
     @property
     def input_axes(self) -> tuple[str, ...]:
-        return ("batch", "choices", "sequence") if self.input_kind == "choices" else ("batch", "sequence")
+        if self.input_kind in ("choices", "channels"):
+            return ("batch", self.input_kind, "sequence")
+        return ("batch", "sequence")
+
+    def contentless(self, empty: np.ndarray) -> bool:
+        """Whether a padded batch holds an item the zero-row policy refuses, from
+        `TextEncoder.without_content`'s flags ([batch] or [batch, k]): any row without content, except that a
+        channels item needs content in one channel only (its absent channels are empty by design)."""
+        if self.input_kind == "channels":
+            return bool(np.asarray(empty).all(axis=-1).any())
+        return bool(np.asarray(empty).any())
 
     def outputs_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[TensorSpec, ...]:
         """The graph's outputs under a long-input policy (an aggregation may need more than the result)."""
@@ -203,6 +230,11 @@ class Family:
                 if width is not None and width != len(labels):
                     raise AbiError(f"ABI record $.outputs[{i}].shape: {out['name']!r} is {width} wide, but "
                                    f"$.output.labels names {len(labels)} labels")
+        if self.input_kind == "channels":  # the graph's channel axis is the family's fields, in order
+            stated = [c.get("field") for c in record["input"].get("channels") or ()]
+            if stated != list(self.fields):
+                raise AbiError(f"ABI record $.input.channels: family {self.name} reads the channels "
+                               f"{list(self.fields)}, the record states {stated}")
         roles = record["input"].get("pair")
         want = {"first": self.pair_roles[0], "second": self.pair_roles[1]} if self.pair_roles else None
         if roles != want:
@@ -232,6 +264,10 @@ class Family:
             out["decision"] = self.decision
         return out
 
+    def input_section(self, plan: Any) -> dict[str, Any]:
+        """Family-specific keys of the record's ``input`` section (a channels family's ``channels``)."""
+        return {}
+
     def readout_section(self, plan: Any) -> dict[str, Any]:
         """Family-specific keys of the record's ``readout`` section (pooling, projection, activation)."""
         return {}
@@ -239,6 +275,8 @@ class Family:
     # ---- inputs ------------------------------------------------------------------------------
     def check_item(self, index: int, item: Any) -> Any:
         """Type-check one input item; return it in the form :meth:`encode` takes."""
+        if self.input_kind == "channels":
+            return check_channels(index, item, self.fields)
         if self.pair_roles is None:
             return text(index, "text", item)
         check_pair(index, item, self.pair_roles)
@@ -246,6 +284,11 @@ class Family:
 
     def row_item(self, index: int, row: Mapping[str, Any]) -> Any:
         """One request / corpus row (a mapping of :attr:`fields`) as an input item."""
+        if self.input_kind == "channels":  # any of the fields; the absent ones are absent channels
+            if not isinstance(row, Mapping):
+                raise TypeError(f"row {index}: expected a mapping of fields ({', '.join(self.fields)}), got "
+                                f"{type(row).__name__}")
+            return {f: row_field(index, row, f, self.fields) for f in self.fields if row.get(f) is not None}
         values = [row_field(index, row, f, self.fields) for f in self.fields]
         return values[0] if len(values) == 1 else tuple(values)
 
@@ -254,6 +297,8 @@ class Family:
         """Each item's parts (one, or its windows when the record declares windows), zero-row checked
         (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`),
         under ``role`` (its prompt prepended; `readout_sdk.roles`)."""
+        if self.input_kind == "channels":
+            return encode_channels(ctx, base, items, self.fields, self.uses_offsets, self.checked_role, check)
         prompt, rows = (role.prompt, role.prompt_tokens) if role is not None else ("", 0)
         # a role's own truncation length (a multi-vector model's query or document length)
         tokenizer = ctx.windows or (ctx.encoder.at_length(role.max_length) if role and role.max_length else None)
@@ -375,6 +420,47 @@ def check_pair(index: int, item: Any, roles: tuple[str, str]) -> None:
         if value is None or (isinstance(value, str) and not value.strip()):
             raise InputRefused(f"item {index}: the {role} is missing or empty")
         text(index, role, value)
+
+
+def check_channels(index: int, item: Any, fields: tuple[str, ...]) -> dict[str, str]:
+    """A channels item: a mapping of some of ``fields`` to non-empty texts, or one text (the first field)."""
+    if isinstance(item, str):
+        item = {fields[0]: item}
+    if not isinstance(item, Mapping):
+        raise TypeError(f"item {index}: expected a text or a mapping of fields ({', '.join(fields)}), got "
+                        f"{type(item).__name__}")
+    unknown = sorted(set(item) - set(fields))
+    if unknown:
+        raise InputRefused(f"item {index}: unknown field(s) {unknown}; this model's fields: {', '.join(fields)}")
+    present = {f: item[f] for f in fields if item.get(f) is not None}
+    for f, value in present.items():
+        if isinstance(value, str) and not value.strip():
+            raise InputRefused(f"item {index}: the {f} is empty; leave an absent field out")
+        text(index, f, value)
+    if not present:
+        raise InputRefused(f"item {index}: no field is present (fields: {', '.join(fields)})")
+    return present
+
+
+def encode_channels(ctx: Context, base: int, items: Sequence[dict[str, str]], fields: tuple[str, ...],
+                    offsets: bool, what: str, check: bool) -> list[list[Prepared]]:
+    """Each item as one part of ``len(fields)`` encodings in field order: a present field's marker (the record's
+    ``input.channels``) and text, encoded alone; an absent field as no rows at all. Every text of the call is
+    encoded in one tokenizer call."""
+    from tokenizers import Encoding
+
+    markers = ctx.channel_markers
+    flat = [(j, f, markers.get(f, "") + item[f]) for j, item in enumerate(items) for f in fields if f in item]
+    encoded = iter(ctx.encoder.encode_batch(base, [t for _, _, t in flat], offsets=offsets))
+    found: dict[tuple[int, str], Encoding] = {(j, f): next(encoded) for j, f, _ in flat}
+    out = []
+    for j, item in enumerate(items):
+        encs = tuple(found.get((j, f)) or Encoding.merge([]) for f in fields)
+        if check:  # a present channel always has rows (its marker, its text); the item needs content in one
+            for f in item:
+                ctx.encoder.check(base + j, found[(j, f)], f)
+        out.append([Prepared(encs, any(bool(e.overflowing) for e in encs))])
+    return out
 
 
 def row_field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:

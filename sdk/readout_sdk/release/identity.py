@@ -71,6 +71,9 @@ def layer_fields(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[
     # fields only a model with an adapter or its own code has: every other record's fields, and its release id,
     # are what they were
     _adapter_fields(record.get("adapter"), contextual, head)
+    plugin = record.get("plugin")
+    if plugin:  # a plugin family's meaning is its package's, at its contract (its version is provenance)
+        head["plugin"] = {"package": plugin.get("package"), "contract": plugin.get("contract")}
     code = record.get("remote_code")
     if code:  # the model directory's own modeling code: it computes the contextual rows
         contextual["code_sha256"] = dict(code.get("files") or {})

@@ -21,7 +21,8 @@ from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
 
 # one input per family's input kind, run once at load so the first client does not pay for first-call costs
-WARM_UP = {"text": "warm-up", "pair": ("warm-up?", "warm-up"), "choices": ("warm-up?", ["yes", "no"])}
+WARM_UP = {"text": "warm-up", "pair": ("warm-up?", "warm-up"), "choices": ("warm-up?", ["yes", "no"]),
+           "channels": "warm-up"}  # a channels item may be one text: its first field
 
 
 @dataclass

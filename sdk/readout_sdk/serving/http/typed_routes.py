@@ -30,9 +30,10 @@ async def choices(request: Any, server: Server) -> Answer:
 
 async def records(request: Any, server: Server) -> Answer:
     """Texts (a family whose items are one text) or objects of the family's fields, whatever the family."""
-    if server.routed(request).family.fields == ("text",):
+    family = server.routed(request).family
+    if family.fields == ("text",):
         return await _texts(request, server, "/records")
-    return await _objects(request, server, "/records")
+    return await _objects(request, server, "/records", texts=family.input_kind == "channels")
 
 
 async def _texts(request: Any, server: Server, route: str) -> Answer:
@@ -40,18 +41,24 @@ async def _texts(request: Any, server: Server, route: str) -> Answer:
     return _answer(served, outcome.records)
 
 
-async def _objects(request: Any, server: Server, route: str) -> Answer:
-    """Inputs as objects of the family's fields (question and context; question and choices): one, or a list."""
+async def _objects(request: Any, server: Server, route: str, texts: bool = False) -> Answer:
+    """Inputs as objects of the family's fields (question and context; question and choices): one, or a list.
+    ``texts``: a text stands for an item too (a channels family's first field)."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = server.routed(request)
     serves(served, route)
-    value = B.field(doc, "inputs", lambda v: isinstance(v, (dict, list)), "an object or a list of objects")
-    rows = [value] if isinstance(value, dict) else value
+    kinds = (dict, list, str) if texts else (dict, list)
+    value = B.field(doc, "inputs", lambda v: isinstance(v, kinds),
+                    "a text, an object or a list of them" if texts else "an object or a list of objects")
+    rows = [value] if isinstance(value, (dict, str)) else value
     if not rows:
         raise Problem("validation", "$.inputs: the list is empty", "$.inputs")
     items = []
     for i, row in enumerate(rows):
         where = "$.inputs" if isinstance(value, dict) else f"$.inputs[{i}]"
+        if texts and isinstance(row, str):
+            items.append(row)  # the family checks it as it checks any item
+            continue
         if not isinstance(row, dict):
             raise Problem("malformed", f"{where}: expected an object with {', '.join(served.family.fields)}", where)
         try:
