@@ -428,6 +428,11 @@ def _resolve_targets(plan: Plan, stated: list[dict[str, Any]] | None) -> None:
                                                    f"{', '.join(sorted(KINDS))})")
         if any(t.kind == kind for t in resolved):
             raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
+        if kind.compiled_on_device and get_family(plan.family).input_kind == "channels":
+            # an engine's optimization profile has no channels axis (readout_sdk.profiles): never a half-built engine
+            raise ManifestError(f"$.targets[{i}]", f"{name}: TensorRT engines are not built for a channels family "
+                                                   f"({plan.family}) in this release; its ONNX targets run on ONNX "
+                                                   "Runtime and OpenVINO")
         resolved.append(_resolve_target(plan, i, entry, kind))
     for t in [t for t in resolved if t.kind.tensorrt_source]:
         for source in (onnx_source(t.kind), KINDS["onnx-fp32"]):

@@ -5,6 +5,9 @@ Adding a family: write its module here (outputs, inputs, decision, metrics, reco
 the exporter what torch needs (``Family.head`` and ``Family.stages``; a resolver hook in
 ``readout_export.planning.family_hooks`` only if its manifest has fields of its own), budgets for its gated
 metrics in ``abi_specs/parity-budgets-1.json``, and tests. See docs/architecture.md.
+
+A family defined outside this package is a plugin (`readout_sdk.families.plugins`): found by :func:`get` after
+the built-in ones, through its package's entry point, and checked against an artifact's record by :func:`of_record`.
 """
 from __future__ import annotations
 
@@ -53,16 +56,4 @@ def of_record(record: Mapping[str, Any]) -> Family:
     return family
 
 
-def every() -> dict[str, Family]:
-    """The built-in families and every installed plugin family that loads (the broken ones are left out
-    here; using one by name gives its refusal)."""
-    out = dict(REGISTRY)
-    for name in plugins.entry_points():
-        try:
-            out.setdefault(name, plugins.load(name, frozenset(REGISTRY)))
-        except plugins.PluginRefused:
-            pass
-    return out
-
-
-__all__ = ["Context", "Family", "Head", "REGISTRY", "TensorSpec", "UnknownFamily", "every", "get", "of_record", "plugins"]
+__all__ = ["Context", "Family", "Head", "REGISTRY", "TensorSpec", "UnknownFamily", "get", "of_record", "plugins"]
