@@ -132,6 +132,19 @@ def test_embedding_sdk_equals_peft_eager_unmerged(emb):
     assert np.abs(got - base).max() > 1e-2  # the adapter really changes what is exported
 
 
+def test_the_adapted_embedding_serves_over_http_what_peft_computes(emb):
+    """One serving path, as an application reaches it: `serve-http` and the openai client."""
+    import openai
+
+    from helpers.http_server import HttpServer
+
+    oracle = _mean_pooled(byom.peft_eager(emb.model, emb.adapter), TEXTS, emb.model, 256)
+    with HttpServer([f"tickets={emb.art}"]) as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+        got = client.embeddings.create(model="tickets", input=TEXTS)
+    assert np.abs(np.array([d.embedding for d in got.data]) - oracle).max() < 1e-4
+
+
 def test_embedding_identity_keeps_base_and_adapter_apart(emb):
     record = _record(emb.art)
     fields = _fields(record)

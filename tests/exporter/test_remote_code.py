@@ -117,6 +117,18 @@ def test_the_graph_and_the_sdk_equal_the_code_run_eagerly(remote):
     assert np.abs(got - bert).max() > 1e-2  # the code's own twist is in the graph
 
 
+def test_the_code_model_serves_over_http_what_the_code_computes(remote):
+    """One serving path: `serve-http`'s text-embeddings-inference route (unnormalized: the record says so)."""
+    import httpx
+
+    from helpers.http_server import HttpServer
+
+    with HttpServer([f"tiny={remote.art}"]) as server:
+        reply = httpx.post(f"{server.url}/embed", json={"inputs": TEXTS, "normalize": False}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert np.abs(np.array(reply.json()) - _remote_eager(remote.model, TEXTS)).max() < 1e-4
+
+
 def test_parity_passes_against_the_code_run_eagerly(remote):
     from readout_export.reference import check_parity
 
