@@ -184,6 +184,49 @@ def test_served_over_http_as_the_sdk_returns_them(geometry, monkeypatch):
     assert wrong.status_code == 422 and "/records" in wrong.text
 
 
+def test_ray_data_columns_are_the_plugins_records(geometry):
+    """Ray Data's predictor (what `readout-export encode` runs per batch): one column per field, null where a
+    field is absent; the family's own record keys and Arrow types come back, equal to the SDK's."""
+    import pyarrow as pa
+    import readout_sdk
+    from readout_sdk.serving.ray import Predictor
+
+    site, _, _, art = geometry
+    rows = [{"query": i} if isinstance(i, str) else i for i in ITEMS]
+    table = pa.table({f: pa.array([r.get(f) for r in rows], pa.string()) for f in FIELDS})
+    with on_path(site):
+        out = Predictor(art)(table)
+        want = readout_sdk.load(art).decide(ITEMS)
+    assert out.schema.field("tangent").type == pa.list_(pa.float32()) and out.schema.field("radius").type == pa.float64()
+    np.testing.assert_allclose(np.array(out.column("tangent").to_pylist()), np.stack([p.tangent for p in want]), atol=1e-6)
+    np.testing.assert_allclose(out.column("radius").to_pylist(), [p.radius for p in want], atol=1e-6)
+
+
+def test_evaluation_ranks_by_the_arms_distance(geometry, tmp_path):
+    """readout_eval's relevance task on the plugin: nDCG@10 per query equals scikit-learn's on minus the
+    arm's distance between the query's and each document's point."""
+    import readout_sdk
+    from sklearn.metrics import ndcg_score
+
+    from readout_eval.run import evaluate
+
+    site, _, _, art = geometry
+    ranking = [("wheat farming", ["Wheat Farming", "Shoe Stores", "Software Publishers", "Bakeries"], [0]),
+               ("sell shoes online", ["Electronic Shopping", "Shoe Stores", "Corn Farming"], [0, 1]),
+               ("payroll software", ["Bookstores", "Software Publishers", "Wheat Farming"], [1])]
+    data = tmp_path / "ranking.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "query": q, "documents": d, "relevant": r}) + "\n"
+                            for i, (q, d, r) in enumerate(ranking)))
+    with on_path(site):
+        report = evaluate(art, data, "test", keep=False)
+        engine = readout_sdk.load(art)
+        for case, (q, docs, relevant) in zip(report["cases"], ranking):
+            points = engine.decide([q, *docs])
+            score = -engine.family_spec.distances(engine.context, points[:1], points[1:])[0]
+            gains = [1 if i in relevant else 0 for i in range(len(docs))]
+            assert abs(case["value"] - ndcg_score([gains], [score], k=10)) < 1e-9, case["id"]
+
+
 def test_a_missing_plugin_is_refused_by_name(geometry):
     import readout_sdk
     from readout_sdk.errors import SdkError
