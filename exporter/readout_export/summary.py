@@ -22,7 +22,7 @@ def summarize(art: Artifact) -> str:
     r = art.record
     inp, ro, out, prov = r["input"], r["readout"], r["output"], r["provenance"]
     lines = [f"{art.path}  (verified: sha256 of every file, embedded record == readout.json)",
-             f"  abi        {r['abi_version']}   family {r['family']}   name {r['name']}",
+             f"  abi        {r['abi_version']}   family {r['family']}{_plugin(r)}   name {r['name']}",
              f"  backbone   {r['contextual_state']['architecture']} ({r['contextual_state']['model_type']}), "
              f"width {r['contextual_state']['width']}, positions from the attention mask",
              "  inputs     " + ", ".join(f"{i['name']} {i['dtype']} [{', '.join(i['axes'])}]" for i in r["inputs"]),
@@ -133,3 +133,9 @@ def signature_line(art: Artifact) -> str:
         return examine(art.path, read_meta_bytes(art.path)[1]).line()
     except SignatureError as e:  # signatures present but the sign extra (cryptography) is not installed
         return str(e)
+
+
+def _plugin(record: dict) -> str:
+    """Where a plugin family comes from, as inspect shows it beside the family's name."""
+    p = record.get("plugin")
+    return f" (plugin {p['package']} {p['version']}, {p['contract']})" if p else ""

@@ -109,6 +109,11 @@ def test_the_artifact_states_the_plugin_its_channels_and_its_geometry(geometry):
     assert fields["head"]["plugin"] == {"package": "readout-geometry", "contract": "readout-family/1"}
     assert fields["head"]["head_sha256"]  # the head's own files, hashed
     assert fields["contextual"]["adapter_sha256"]
+    env = dict(os.environ, PYTHONPATH=str(site))
+    shown = subprocess.run([str(Path(sys.executable).parent / "readout-export"), "inspect", str(art)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "family geometry (plugin readout-geometry 0.1.0, readout-family/1)" in shown.stdout
 
 
 def test_sdk_points_equal_peft_and_the_heads_arithmetic(geometry):

@@ -92,7 +92,7 @@ def test_int8_regression_is_gated_and_nothing_passes_ungated(build_artifact, tmp
     assert {"values_scaled_error", "values_rank_correlation"} <= set(int8)
     assert all(c.decision in (PASS, FAIL) for c in int8.values())
     assert 0 < int8["values_scaled_error"].measured  # really measured on the int8 graph
-    monkeypatch.setattr(K, "budgets_for", lambda precision, overrides: {})  # what target_budgets reads
+    monkeypatch.setattr(K, "budgets_for", lambda precision, overrides, family=None: {})  # what target_budgets reads
     bare = run_parity(artifact, widths=(7,))
     ran = [c for c in bare.checks if c.provider == "CPUExecutionProvider"]
     assert ran and all(c.decision == NOT_EVALUATED and "no metric of regression has a budget" in c.reason
