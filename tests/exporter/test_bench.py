@@ -64,10 +64,29 @@ def test_bench_on_a_tagger_measures_token_agreement(shared):
         assert rows[name]["parity"]["decision_agreement"] == 1.0
 
 
-def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path):
+INT8_PEERS = ("onnxruntime dynamic int8 + numpy readout (plain graph)",
+              "openvino int8 (NNCF defaults) + numpy readout (plain graph)")
+
+
+@pytest.mark.parametrize("int8_peers", [pytest.param(False, id="ci"),
+                                        pytest.param(True, id="full", marks=pytest.mark.slow)])
+def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path, monkeypatch, int8_peers):
+    """The default run leaves out the plain graph's two int8 peers (ONNX Runtime dynamic quantization and
+    NNCF: about a fifth of the run on MiniLM); their rows are asserted in the default run by
+    test_bench_cli_on_a_classifier (same code, same BERT graph shape). ``-m slow`` runs them on MiniLM too."""
+    from readout_export.bench import configs
+
+    if not int8_peers:
+        monkeypatch.setattr(configs, "_int8_peers", lambda *a, **kw: [
+            configs.Config(name, "peer", "int8", skip="left out of the default test run") for name in INT8_PEERS])
     model, artifact = shared("embedding")
     report = run_bench(artifact, items=16, repeats=1, latency_items=2, processes=True)
     rows = _rows(report)
+    for name in INT8_PEERS:
+        if int8_peers:
+            assert rows[name]["precision"] == "int8" and rows[name]["peak"] == "int8" and rows[name]["items_per_s"] > 0
+        else:
+            assert rows[name]["decision"] == "NOT_EVALUATED" and rows[name]["reason"]
     exact = ["eager PyTorch (readout graph)", "sentence-transformers backend=torch",
              "readout-sdk onnx-fp32 on onnxruntime", "readout-sdk onnx-fp32 on openvino",
              "onnxruntime + numpy readout (plain graph)", "openvino fp32 + numpy readout (plain graph)"]

@@ -100,10 +100,10 @@ CASES = [
     Case("multilabel_classification", "multilabel_classification", "roberta",
          _hf("roberta", "multilabel_classification", labels=["toxic", "spam", "urgent"],
              problem_type="multi_label_classification"),
-         _heads("multilabel_classification"), {"thresholds": [0.5, 0.3, 0.7]}),
+         _heads("multilabel_classification"), {"thresholds": [0.5, 0.45, 0.55]}, shared="multilabel"),
     Case("regression", "regression", "distilbert",
          _hf("distilbert", "regression", problem_type="regression", num_labels=2), _heads("regression"),
-         {"labels": ["valence", "arousal"]}),
+         {"labels": ["valence", "arousal"]}, shared="regression"),
     *[Case("token_classification", "token_classification", arch,
            _hf(arch, "token_classification", labels=TAGS), _heads("token_classification"),
            shared={"bert": "tag-bert", "xlm-roberta": "tag-xlmr"}[arch])

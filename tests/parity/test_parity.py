@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import synthetic
+from helpers.artifacts import linked_copy
 from readout_export.cli import main
 from readout_export.reference import check_parity as run_parity  # eager PyTorch as the reference
 from readout_parity import FAIL, NOT_EVALUATED, PASS, ParityError
@@ -47,8 +48,17 @@ def test_minilm_fp32_and_int8(shared, tmp_path):
     assert json.loads((artifact / "parity.json").read_text())["summary"] == report["summary"]
     assert "passed" in json.loads((artifact / "readout.json").read_text())["parity"]["summary"]
     assert "not evaluated" in CliRunner().invoke(main, ["inspect", str(artifact)]).stdout
+
+
+def test_strict_turns_not_evaluated_into_exit_1(shared, tmp_path):
+    """--strict: a NOT_EVALUATED check (here the CUDA provider's, as in the MiniLM run above) exits 1. On a
+    copy of the tiny classifier: --strict changes the exit code, not what is measured, so a second MiniLM run
+    would prove nothing more."""
+    artifact = linked_copy(shared("classify")[1], tmp_path / "classify")
+    lenient = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "7", "-q"])
+    assert lenient.exit_code == 0, lenient.output  # every evaluated check passes ...
     strict = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "7", "--strict", "-q"])
-    assert strict.exit_code == 1 and "not evaluated" in strict.stdout
+    assert strict.exit_code == 1 and "not evaluated" in strict.stdout  # ... and still exit 1 under --strict
 
 
 @pytest.mark.parametrize("key,metrics", [

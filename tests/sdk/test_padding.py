@@ -23,7 +23,7 @@ def _mean_pool(h, mask):
     return torch.nn.functional.normalize(v, dim=-1).numpy()
 
 
-def test_left_padding_needs_mask_positions(build_artifact):
+def test_left_padding_needs_mask_positions(shared):
     from transformers import AutoModel, AutoTokenizer
 
     path = synthetic.minilm_path()
@@ -39,7 +39,11 @@ def test_left_padding_needs_mask_positions(build_artifact):
     naive_cos = (alone * naive).sum(-1)
     assert naive_cos.min() < 0.9, naive_cos  # default position ids shift under left padding
 
-    artifact = build_artifact({"model": str(path), "family": "embedding", "max_length": 256})
+    # the session's MiniLM artifact (tests/helpers/sdk_fixtures.py "embedding": this model, family embedding,
+    # max_length 256; its fp32 graph is what a build of that manifest alone writes, see
+    # tests/release/test_identity.py): no second export of the same graph
+    model, artifact = shared("embedding")
+    assert model == path and json.loads((artifact / "readout.json").read_text())["abi"]["input"]["max_length"] == 256
     client = GraphClient(artifact / "model.onnx-fp32.onnx")
     graph = np.stack([r["embeddings"] for r in client.run(texts, "left", 3)])
     assert (alone * graph).sum(-1).min() > 0.99999

@@ -176,12 +176,14 @@ def test_load_refuses_unknown_abi_and_tampered_files(shared, tmp_path):
         readout_sdk.load(tampered)
 
 
-def test_late_interaction_tokens_and_maxsim(tmp_path, build_artifact):
+def test_late_interaction_tokens_and_maxsim(shared):
     from helpers import oracles
 
-    model = synthetic.make_late_model(tmp_path / "model")
-    engine = readout_sdk.load(build_artifact({"model": str(model), "family": "late_interaction",
-                                              "readout": {"rows": "content"}}))
+    # the session's late-interaction artifact: this model (synthetic.make_late_model) and this manifest
+    # (family late_interaction, readout rows content), tests/helpers/sdk_fixtures.py "late"
+    model, artifact = shared("late")
+    engine = readout_sdk.load(artifact)
+    assert engine.abi["readout"]["rows"] == "content"
     q, d = engine.encode_tokens(["who wrote the report", TEXTS[2]])
     ref = oracles.late_interaction_outputs(model, ["who wrote the report", TEXTS[2]], 128, content=True)
     rq = ref[0]["token_vectors"][ref[0]["token_mask"].astype(bool)]
