@@ -24,20 +24,11 @@ def verify_source(art: Artifact) -> Path:
     if not root.is_dir():
         raise ParityError(f"source model {root} (recorded in readout.json) is not on this machine; "
                           "the eager reference needs it")
-    files = []
-    for w in art.source.get("weights", []):
-        path = root / w["file"]
-        if not path.is_file():
-            raise ParityError(f"source weight file {path} is missing")
-        actual = sha256_file(path)
-        if actual != w["sha256"]:
-            raise ParityError(f"source weights changed since the build: {w['file']} has sha256 {actual}, the "
-                              f"artifact was built from {w['sha256']}; refusing to compare against other weights")
-        files.append((w["file"], actual))
+    files = _verify_files(root, art.source.get("weights", []), "source weights")
     if weights_digest(files) != art.record["provenance"]["weights_sha256"]:
         raise ParityError("source weights do not add up to the artifact's weights_sha256")
     _verify_adapter(art)
-    _verify_files(root, art.source.get("code") or [], "source code file")
+    _verify_files(root, art.source.get("code") or [], "source code")
     return root
 
 
@@ -47,11 +38,11 @@ def _verify_files(root: Path, listed: list[dict[str, Any]], what: str) -> list[t
     out = []
     if not isinstance(listed, list) or not all(isinstance(f, dict) and isinstance(f.get("file"), str)
                                                and isinstance(f.get("sha256"), str) for f in listed):
-        raise ParityError(f"readout.json lists the {what}s as {str(listed)[:80]}, not as files with their sha256")
+        raise ParityError(f"readout.json lists the {what} as {str(listed)[:80]}, not as files with their sha256")
     for f in listed:
         path = root / f["file"]
         if not path.is_file():
-            raise ParityError(f"{what} {path} is missing")
+            raise ParityError(f"{what}: {path} is missing")
         actual = sha256_file(path)
         if actual != f["sha256"]:
             raise ParityError(f"{what} changed since the build: {path} has sha256 {actual}, the artifact was built "
@@ -74,7 +65,7 @@ def _verify_adapter(art: Artifact) -> None:
     if not root.is_dir():
         raise ParityError(f"adapter directory {root} (recorded in readout.json) is not on this machine; the eager "
                           "reference needs it")
-    files = _verify_files(root, adapter.get("files") or [], "adapter file")
+    files = _verify_files(root, adapter.get("files") or [], "adapter files")
     if weights_digest(files) != art.record["provenance"].get("adapter_sha256"):
         raise ParityError("adapter files do not add up to the artifact's adapter_sha256")
 

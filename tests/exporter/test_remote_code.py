@@ -15,11 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 
 from helpers import byom
 from helpers.artifacts import linked_copy
-from readout_export.cli import main
 
 TEXTS = ["The cat sat on the mat.", "Markets rallied after the news.", "a", "hello 🤗 world"]
 MAX_LENGTH = 64
@@ -43,16 +41,7 @@ def remote(tmp_path_factory) -> SimpleNamespace:
 
 
 def _refused(tmp_path: Path, doc: dict, path: str, words: str, command: str = "validate") -> str:
-    doc = dict(doc, output_dir="out")
-    (tmp_path / "manifest.json").write_text(json.dumps(doc))
-    result = CliRunner().invoke(main, [command, str(tmp_path / "manifest.json")])
-    message = result.stderr.strip()
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert message.count("\n") == 0, f"expected one line, got: {message!r}"
-    assert message.startswith(f"error: {path}:"), message
-    assert words in message, message
-    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # nothing written
-    return message
+    return byom.refused(tmp_path, dict(doc, output_dir="out"), path, words, command)
 
 
 def _remote_eager(model: Path, texts: list[str]) -> np.ndarray:
@@ -174,7 +163,7 @@ def test_changed_code_fails_reconciliation_naming_the_code_field(remote, tmp_pat
     assert recon.decision == "FAIL" and {"contextual.code_sha256", "identity.release_id"} <= named, named
     assert "contextual.backbone_sha256" not in named
     assert any(line.startswith("reconciliation FAIL: contextual.code_sha256:") for line in recon.lines())
-    with pytest.raises(ParityError, match="source code file changed since the build"):
+    with pytest.raises(ParityError, match="source code changed since the build"):
         check_parity(copy, widths=(1,))
 
 

@@ -143,3 +143,21 @@ def edit_modeling(model: Path) -> None:
 def copy_model(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def refused(tmp_path: Path, doc: dict, path: str, words: str, command: str = "validate") -> str:
+    """Run ``command`` on ``doc`` (written as tmp_path/manifest.json) as a user does: exit 2, one line
+    ``error: PATH: ...`` holding ``words``, and nothing written beside the manifest. Returns the line."""
+    from click.testing import CliRunner
+
+    from readout_export.cli import main
+
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(main, [command, str(tmp_path / "manifest.json")])
+    message = result.stderr.strip()
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert message.count("\n") == 0, f"expected one line, got: {message!r}"
+    assert message.startswith(f"error: {path}:"), message
+    assert words in message, message
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # nothing written
+    return message
