@@ -70,12 +70,16 @@ def _verify_adapter(art: Artifact) -> None:
         raise ParityError("adapter files do not add up to the artifact's adapter_sha256")
 
 
-def reference_graph(art: Artifact, adapter_form: str = "applied") -> Any:
+def reference_graph(art: Artifact, adapter_form: str = "applied", head_as_saved: bool = False) -> Any:
     """The eager torch graph (backbone/head + readout) the artifact was exported from. An adapter runs unmerged
     in peft (``applied``), as it was trained: the exported graphs carry it merged, so parity compares the merge
-    against an oracle that did not go through it (``merged``: the graph the build exported)."""
+    against an oracle that did not go through it (``merged``: the graph the build exported). ``head_as_saved``:
+    a decoder head runs as the checkpoint was saved, transformers' own row rule on each example alone
+    (`readout_export.graph.loader.as_saved`), not the exported graph's gather by the mask, so parity measures
+    the row the artifact reads against the row the checkpoint reads."""
     from readout_export.build import assemble
     from readout_export.errors import BuildError
+    from readout_export.graph.loader import as_saved
     from readout_export.planning.resolve import resolve_kept
 
     root = verify_source(art)
@@ -84,6 +88,8 @@ def reference_graph(art: Artifact, adapter_form: str = "applied") -> Any:
     except BuildError as e:
         raise ParityError(str(e)) from None
     graph, _ = assemble(plan, adapter_form=adapter_form)
+    if head_as_saved:
+        graph.core = as_saved(graph.core)
     return graph
 
 
@@ -124,9 +130,13 @@ class EagerRunner(Lifecycle):
 
 def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
-    graph = reference_graph(art)
+    from readout_export.graph.loader import AsSavedCore
+
+    graph = reference_graph(art, head_as_saved=True)
     names = [o["name"] for o in art.record["outputs"]]
     described = REFERENCE + (", the peft adapter applied unmerged" if art.source.get("adapter") else "")
+    if isinstance(graph.core, AsSavedCore):  # the row the checkpoint reads is transformers' own, not the gather
+        described += ", the head as saved (transformers' own row rule, config untouched)"
     return Reference(EagerRunner(graph, names), described,
                      ((DEFAULT_POSITIONS, EagerRunner(graph, names, default_positions=True)),))
 

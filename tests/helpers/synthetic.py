@@ -4,7 +4,8 @@ Each architecture gets a tokenizer of its own kind so that special tokens, pad i
 offsets match what a real checkpoint of that architecture uses: BERT and DistilBERT reuse the real
 WordPiece vocabulary of all-MiniLM-L6-v2; RoBERTa and Qwen2 get a byte-level BPE, XLM-RoBERTa a
 Unigram (SentencePiece-style) model, MPNet a WordPiece with <s>/</s> specials, all trained here on
-CORPUS in milliseconds.
+CORPUS in milliseconds. Qwen3 shares Qwen2's tokenizer (it appends <|endoftext|>, which is also the pad
+token) and, like the real Qwen2/Qwen3 config files, its config states no pad_token_id.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def make_tokenizer(arch: str):
 
     if arch in ("bert", "distilbert", "modernbert", "deberta-v2"):  # [CLS]/[SEP] WordPiece; 128 positions
         return AutoTokenizer.from_pretrained(str(minilm_path()), model_max_length=128)
-    if arch in ("roberta", "qwen2"):
+    if arch in ("roberta", "qwen2", "qwen3"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else ["<|endoftext|>"]
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=arch == "roberta")
@@ -103,6 +104,11 @@ def make_config(arch: str, vocab: int, **extra):
                              num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
                              pad_token_id=0, bos_token_id=0, eos_token_id=0, initializer_range=0.1,
                              tie_word_embeddings=False, **extra)
+    if arch == "qwen3":  # no pad_token_id, as the real Qwen3 config.json files (a loader must not invent one)
+        return t.Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                             num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
+                             bos_token_id=0, eos_token_id=0, initializer_range=0.1, tie_word_embeddings=False,
+                             **extra)
     if arch == "modernbert":
         return t.ModernBertConfig(vocab_size=vocab, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
                                   num_attention_heads=2, max_position_embeddings=128, pad_token_id=0,

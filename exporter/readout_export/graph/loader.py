@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -10,9 +11,29 @@ from torch import nn
 from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError
-from readout_export.graph.readout import POOLED_OUTPUT, ROW_OUTPUT, Dense
+from readout_export.graph.readout import POOLED_OUTPUT, ROW_OUTPUT, Dense, boundary_row, gather_row
 from readout_export.planning.plan import Plan
 from readout_export.planning.source import DenseSpec
+
+# Which row a pooled head reads, read from each head's transformers code (the record's ``readout.head_row``), by
+# the transformers module that defines the class (a model's own code is none of these: it is refused):
+# - heads that read the first position, where the tokenizer puts [CLS]/<s>: BertPooler ``hidden_states[:, 0]``
+#   (BERT, ALBERT's ``sequence_output[:, 0]``, ERNIE, MegatronBERT, MobileBERT, RemBERT, NomicBERT, GTE), the
+#   RoBERTa-style classification heads ``features[:, 0, :]`` (RoBERTa, XLM-R, CamemBERT, ELECTRA, MPNet,
+#   Data2VecText, RoFormer, ConvBERT, I-BERT, X-MOD, ESM), DistilBERT's ``hidden_state[:, 0]``, DeBERTa's
+#   ContextPooler ``hidden_states[:, 0]``; their multiple-choice heads go through the same pooler or head
+FIRST_ROW_MODULES = frozenset({
+    "albert", "bert", "camembert", "convbert", "data2vec", "deberta", "deberta_v2", "distilbert", "electra",
+    "ernie", "esm", "gte", "ibert", "megatron_bert", "mobilebert", "mpnet", "nomic_bert", "rembert", "roberta",
+    "roberta_prelayernorm", "roformer", "xlm_roberta", "xlm_roberta_xl", "xmod"})
+# - ModernBERT: ``config.classifier_pooling``, "cls" (``last_hidden_state[:, 0]``) or "mean" (over the mask)
+POOLING_CONFIG_MODULES = frozenset({"modernbert"})
+CLASSIFIER_POOLING = {"cls": "first", "mean": "mean"}
+# - decoder heads: ``score`` on every row, then the row of the last id that is not ``config.pad_token_id``, or the
+#   last position when the config states none (transformers refuses a batch then): every
+#   ``GenericForSequenceClassification`` (Llama, Mistral, Qwen2, Qwen3, Gemma...) and these older copies of it
+LAST_ROW_MODULES = frozenset({"bloom", "falcon", "gpt2", "gpt_bigcode", "gpt_neo", "gpt_neox", "mpt", "openai",
+                              "opt"})
 
 class Core(nn.Module):
     """Calls a transformers model on compacted inputs and returns the family's raw outputs."""
@@ -34,6 +55,108 @@ class Core(nn.Module):
         return tuple(getattr(out, a) for a in self.attributes)
 
 
+class LastRowCore(Core):
+    """A decoder's sequence-classification head, reading the row the checkpoint reads on a text alone.
+
+    transformers' rule (the last row whose id is not ``config.pad_token_id``; with none stated, the last position,
+    for a batch of one only) finds padding by id: a pad id the loader made up would skip a token the tokenizer
+    appends when it is also the pad token (Qwen's ``<|endoftext|>``). So the score runs on every row and the row
+    is gathered by the mask: the last attended row, or, where the config states ``pad_token_id``, the last attended
+    row whose id differs from it (what that checkpoint reads on a text alone). Both are padding-invariant.
+    """
+
+    def __init__(self, model: nn.Module, takes_token_types: bool, pad_token_id: int | None):
+        super().__init__(model, ("logits",), takes_token_types, False)
+        self.pad_token_id = pad_token_id
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        head = _unwrapped(self.model)  # an applied adapter's LoRA layers and saved head copies run in place
+        hidden = getattr(head, head.base_model_prefix)(input_ids=input_ids, attention_mask=attention_mask)[0]
+        logits = head.score(hidden)  # [N, S, classes]
+        rows = attention_mask.to(torch.float32)
+        if self.pad_token_id is not None:
+            rows = rows * (input_ids != self.pad_token_id).to(torch.float32)
+        return (gather_row(logits, boundary_row(rows, "last")),)
+
+
+class AsSavedCore(Core):
+    """The parity reference of a :class:`LastRowCore`: the checkpoint's own head, as saved (config untouched), on
+    each example alone (a batch of one up to its last attended row, as transformers runs a text alone), so
+    parity measures the gathered row against transformers' own rule, not against the same gather."""
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        ends = boundary_row(attention_mask.to(torch.float32), "last") + 1
+        out = [self.model(input_ids=input_ids[i:i + 1, :end], attention_mask=attention_mask[i:i + 1, :end]).logits
+               for i, end in enumerate(ends.tolist())]
+        return (torch.cat(out, 0),)
+
+
+def as_saved(core: Core) -> Core:
+    """The core parity's reference runs: a decoder head as saved (:class:`AsSavedCore`); any other core is already
+    the checkpoint's own head (it reads its row itself, and its row does not depend on padding by id)."""
+    if isinstance(core, LastRowCore):
+        return AsSavedCore(core.model, core.attributes, core.takes_token_types, core.choices)
+    return core
+
+
+def _unwrapped(model: nn.Module) -> nn.Module:
+    """The transformers model inside an applied peft adapter (the model itself otherwise)."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
+
+
+def _defining_module(cls: type) -> str | None:
+    """The transformers model module that defines ``cls`` (``bert`` for transformers.models.bert.modeling_bert);
+    None for a class from anywhere else (a model's own code)."""
+    parts = cls.__module__.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["transformers", "models"] else None
+
+
+def head_row_of(cls: type, config: Any, where: Any) -> dict[str, Any]:
+    """The record's ``readout.head_row`` for a pooled head of class ``cls`` with ``config`` (see the tables above):
+    ``row`` (``first``, ``mean``, ``last`` or ``last_non_pad``), what ``set_by`` it (the head's class, or the config
+    field that decides it) and, for ``last_non_pad``, the ``pad_token_id`` it skips. A head whose row this table
+    does not know is refused (``where``: the model directory, for the message)."""
+    from transformers.modeling_layers import GenericForSequenceClassification
+
+    module = _defining_module(cls)
+    generic = issubclass(cls, GenericForSequenceClassification) and \
+        cls.forward is GenericForSequenceClassification.forward  # a subclass with its own forward may read another row
+    if generic or module in LAST_ROW_MODULES:
+        pad = config.get_text_config().pad_token_id
+        if pad is None:  # a text alone: transformers reads its last position, the last attended row
+            return {"row": "last", "set_by": "config.pad_token_id"}
+        return {"row": "last_non_pad", "set_by": "config.pad_token_id", "pad_token_id": int(pad)}
+    if module in POOLING_CONFIG_MODULES:
+        pooling = getattr(config, "classifier_pooling", None)
+        if pooling not in CLASSIFIER_POOLING:
+            raise ManifestError("$.model", f"{where}: config.json classifier_pooling is {pooling!r}; the {cls.__name__} "
+                                           f"head reads rows by {' or '.join(map(repr, CLASSIFIER_POOLING))}")
+        return {"row": CLASSIFIER_POOLING[pooling], "set_by": "config.classifier_pooling"}
+    if module in FIRST_ROW_MODULES:
+        return {"row": "first", "set_by": "head_class"}
+    raise ManifestError("$.model", f"{where}: which row the {cls.__name__} head reads is not known to readout-export "
+                                   "(first row: BERT-style heads; classifier_pooling: ModernBERT; last row: decoder "
+                                   "heads), so readout.head_row cannot be stated; refusing to export a head whose "
+                                   "row may change")
+
+
+def head_row(plan: Plan) -> dict[str, Any] | None:
+    """``readout.head_row`` for ``plan``, read from its config and head class without loading weights (what the
+    build records and reconciliation re-derives); None for a family whose head outputs only per-row values."""
+    from readout_export.planning.remote_code import auto_config, model_class
+
+    spec = get_family(plan.family)
+    if spec.head.auto_class == "AutoModel" or all(spec.head.per_row):
+        return None
+    config = auto_config(plan.source, plan.remote)
+    try:
+        cls = model_class(plan.source, plan.remote, spec.head.auto_class, config)
+    except KeyError:  # describe() refuses it first, naming the class transformers lacks
+        return None
+    return head_row_of(cls, config, plan.source.transformer_dir)
+
+
 def takes_token_types(model: nn.Module, config: dict) -> bool:
     """True when the model has a learned segment embedding the tokenizer should feed."""
     base = getattr(model, "base_model", model)
@@ -42,10 +165,12 @@ def takes_token_types(model: nn.Module, config: dict) -> bool:
 
 
 def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Core, tuple[str, ...]]:
-    """Load the transformers model for ``plan.family`` from local files only.
+    """Load the transformers model for ``plan.family`` from local files only, its config as saved.
 
-    A head that finds rows by pad id (decoder classifiers) gets the tokenizer's pad id when its
-    config names none; the graph writes that id into every padding row. A model that ships its own code runs
+    ``pad_id`` (the tokenizer's, which the graph writes into every padding row) is never given to the model: a
+    decoder classifier whose config states no ``pad_token_id`` reads its last position on a text alone, and a
+    made-up pad id would move that row wherever the tokenizer appends the pad token itself; such a head runs as
+    :class:`LastRowCore` (the row by the mask, ``readout.head_row``). A model that ships its own code runs
     it only where the manifest opted in (``plan.remote``); an adapter (``plan.adapter``) is applied in
     ``adapter_form``: ``merged`` for export, ``applied`` (the eager PeftModel) for the parity reference
     (`readout_export.graph.adapter`).
@@ -76,13 +201,15 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
                                        f"{plan.family} model needs (e.g. {sorted(missing)[:3]}); it would run with "
                                        "random weights")
     model.eval()
-    if getattr(model.config, "pad_token_id", None) is None:
-        model.config.pad_token_id = pad_id
+    pooled = not all(spec.head.per_row) and spec.head.auto_class != "AutoModel"
+    row = head_row_of(type(model), model.config, plan.source.transformer_dir) if pooled else None
     token_types = takes_token_types(model, plan.source.config)  # read from the base: a PeftModel's forward hides it
     if plan.adapter is not None:
         from readout_export.graph.adapter import apply_adapter
 
         model = apply_adapter(model, plan.adapter, adapter_form)
+    if row is not None and row["row"] in ("last", "last_non_pad"):
+        return LastRowCore(model, token_types, row.get("pad_token_id")), kinds
     core = Core(model, attributes, token_types, spec.input_kind == "choices")
     return core, kinds
 

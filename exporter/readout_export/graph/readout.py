@@ -128,8 +128,9 @@ class ReadoutGraph(nn.Module):
         dest = compaction_index(present) if self.compact_rows else \
             torch.arange(seq, device=mask.device).unsqueeze(0).expand_as(mask)
         mask_c = compact(mask, dest)
-        # Padding is whatever the caller put there; heads that look for pad ids (e.g. Qwen2's last
-        # token) must see the declared pad id, so invalid rows are rewritten to it.
+        # Padding is whatever the caller put there; models that find padding by id (RoBERTa-style position
+        # ids) must see the declared pad id, so invalid rows are rewritten to it. No head finds its row by it:
+        # a decoder head's row is gathered by the mask (`readout_export.graph.loader.LastRowCore`).
         ids_c = torch.where(compact(present, dest).bool(), compact(ids, dest), torch.full_like(ids, self.pad_id))
         types_c = compact(types, dest) if types is not None else None
         outs = self.core(ids_c, mask_c, types_c)

@@ -141,4 +141,9 @@ def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]
         readout["prompt_rows"] = "excluded"
     if head is not None:
         readout["head"] = head
+    from readout_export.graph.loader import head_row
+
+    row = head_row(plan)
+    if row is not None:  # only a pooled head's: every other record, and its release id, is what it was
+        readout["head_row"] = row
     return readout
