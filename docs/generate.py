@@ -5,6 +5,8 @@
 - docs/reference/cli.md from the click commands of `readout-export` (every command, argument and option);
 - docs/families/<family>.md from the family registry (readout_sdk.families), the default parity budgets
   (abi_specs/parity-budgets-1.json) and examples/demo_models.py (each family's demo and app).
+- docs/architectures.md from the architecture matrix (tests/helpers/architectures.py) and what its last full
+  run measured (tests/helpers/architectures.json).
 
     python docs/generate.py           # rewrite the pages
     python docs/generate.py --check   # exit 1, naming the stale pages, if any page is not what it would write
@@ -254,6 +256,73 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _architectures() -> Any:
+    """tests/helpers/architectures.py: the architecture matrix's own data (the tests import it the same way)."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from helpers import architectures
+
+    return architectures
+
+
+def architectures_page() -> str:
+    """docs/architectures.md from the architecture matrix (tests/helpers/architectures.py): every architecture x
+    family the tests build, its tokenizer and how it was saved, what the last full run measured
+    (tests/helpers/architectures.json), beside what each anchor states about the architecture."""
+    a = _architectures()
+    measured = a.measured()
+    lines = [HEADER.format(source="tests/helpers/architectures.py and tests/helpers/architectures.json"),
+             "# Architectures: the matrix the tests build", "",
+             "Each row is a tiny model of that architecture with that head, built at test time "
+             "(`tests/exporter/test_architectures.py`; SYNTHETIC: random seeded weights, tokenizers trained in-process "
+             "with the class and special-token layout the architecture's public checkpoints ship, nothing downloaded), "
+             "saved the way users save one: embedding models by sentence-transformers 6 "
+             "(`SentenceTransformer(modules=...).save`, so `\"prompts\": {\"query\": \"\", \"document\": \"\"}`), heads by "
+             "transformers (`save_pretrained`). A row passes when the artifact builds, `readout-export parity` exits 0, "
+             "and the SDK on one mixed-length batch, right- and left-padded, equals eager on each item alone, unpadded "
+             "(sentence-transformers `encode` for embeddings, transformers for heads) to within 1e-05.", "",
+             f"ModernBERT's local attention window is {a.MODERNBERT_WINDOW} tokens and Gemma 3's sliding window "
+             f"{a.GEMMA_WINDOW}, shorter than the corpus's long texts ({a.MAX_LENGTH} tokens after truncation): a graph "
+             "that ignored the window would fail (a test checks the window changes the eager vectors). The "
+             "EmbeddingGemma row is `gemma3_text` with bidirectional attention, mean pooling, two Dense layers and "
+             "Normalize.", "",
+             "`python -m pytest -q` runs the rows marked *slice*; `python -m pytest -q -m architectures` runs them all "
+             "(CI runs both). The result column is what the last full run recorded "
+             "(`READOUT_ARCHITECTURES_JSON=tests/helpers/architectures.json python -m pytest -q -m architectures`, "
+             "then `python docs/generate.py`).", "",
+             "| architecture | family | tokenizer (class) | saved by | result |", "|---|---|---|---|---|"]
+    for cell in a.matrix():
+        got = measured.get(cell.id, {})
+        if cell.id in a.KNOWN and got:
+            result = (f"**differs from eager**: max error {got.get('max_abs_error', float('nan')):.1e}, parity exit "
+                      f"{got.get('parity_exit', '?')} (known: {a.KNOWN[cell.id]})")
+        elif "max_abs_error" in got and got["max_abs_error"] <= 1e-5 and got.get("parity_exit") == 0:
+            result = f"pass: max error {got['max_abs_error']:.1e}, parity exit 0"
+        elif got:
+            parts = [f"build {got.get('build', '?')}"]
+            if "max_abs_error" in got:
+                parts.append(f"max error {got['max_abs_error']:.1e}")
+            if "parity_exit" in got:
+                parts.append(f"parity exit {got['parity_exit']}")
+            result = "**FAIL**: " + ", ".join(parts)
+        else:
+            result = "not recorded"
+        kind, cls = a.TOKENIZERS[cell.arch]
+        name = f"`{cell.arch}`" + (" (slice)" if cell in a.SLICE else "")
+        lines.append(f"| {name} | {cell.family} | {kind} (`{cls}`) | {cell.saved_by} | {result} |")
+    anchors = list(a.ANCHOR_SOURCES)
+    lines += ["", "## What the anchors state", "",
+              "What each other runtime's own documentation states about these architectures (read for issue 45; "
+              "\"not stated\" where its documentation says nothing, which is not a claim that it fails). None of them "
+              "states extractive QA.", "",
+              "| architecture | " + " | ".join(anchors) + " |", "|---|" + "---|" * len(anchors)]
+    for arch in (*a.ENCODERS, *a.DECODERS):
+        lines.append(f"| `{arch}` | " + " | ".join(a.ANCHORS[arch][k] for k in anchors) + " |")
+    lines += ["", "Sources:", ""] + [f"- {k}: {v}" for k, v in a.ANCHOR_SOURCES.items()]
+    return "\n".join(lines) + "\n"
+
+
 def pages() -> dict[Path, str]:
     """Every generated page, by path."""
     from readout_sdk.families import REGISTRY
@@ -263,6 +332,7 @@ def pages() -> dict[Path, str]:
            ROOT / "docs" / "reference" / "cli.md": cli_page()}
     for name in REGISTRY:
         out[ROOT / "docs" / "families" / f"{name}.md"] = family_page(name, demos)
+    out[ROOT / "docs" / "architectures.md"] = architectures_page()
     return out
 
 
