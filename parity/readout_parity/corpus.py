@@ -8,6 +8,7 @@ up to past max_length (cut by truncation, or split into windows where the record
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,19 @@ def load_corpus(path: str | Path, family: Family) -> list[Any]:
     if not items:
         raise ValueError(f"{path}: no items")
     return items
+
+
+def distinct_items(items: list[Any]) -> tuple[list[Any], int]:
+    """``items`` with each repeated item kept once (first occurrence, order kept), and how many were dropped.
+    Items are equal when their fields are (a tuple and a list of the same strings are one item)."""
+    seen: set[str] = set()
+    out: list[Any] = []
+    for item in items:
+        key = json.dumps(item, sort_keys=True, ensure_ascii=False, default=list)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out, len(items) - len(out)
 
 
 def _as_pair(row: dict[str, Any], family: Family) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from readout_sdk.targets import ways_to_run
 
 from readout_parity.forms import form_checks
 from readout_parity.checks import Check, decide, not_evaluated, target_budgets
-from readout_parity.corpus import default_corpus, load_corpus
+from readout_parity.corpus import default_corpus, distinct_items, load_corpus
 
 DEFAULT_WIDTHS = (1, 2, 7, 32)
 REFERENCE_ONNX = "the artifact's onnx-fp32 graph on ONNX Runtime CPU, each example alone, unpadded (no PyTorch here)"
@@ -129,10 +129,13 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     record = art.record
     fam: Family = get(record["family"])
     raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
-    items = [fam.check_item(i, x) for i, x in enumerate(raw)]
+    # each distinct item once: a duplicate has the reference's very vector, a tie no neighbour ranking can order
+    items, duplicates = distinct_items([fam.check_item(i, x) for i, x in enumerate(raw)])
     ctx = Context(record, art.path / art.tokenizer_file)
-    # every declared input role: each prepends its prompt and may exclude its rows from pooling
-    roles = list(ctx.roles.declared.values()) or [None]
+    # every distinct input policy of the declared roles (each prepends its prompt and may exclude its rows from
+    # pooling), once: roles whose prompts change nothing answer to their names but are one input
+    policies = ctx.roles.distinct()
+    roles = [role for role, _ in policies] or [None]
     groups = [g for role in roles for g in fam.encode(ctx, 0, items, role=role)]
     items = items * len(roles)
     units = [u for g in groups for u in g]
@@ -206,7 +209,8 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     corpus_info = {"source": str(corpus) if corpus else "built-in", "items": len(items), "parts": len(units),
                    "min_tokens": min(lengths), "max_tokens": max(lengths),
                    "max_length": record["input"]["max_length"], "reference": reference.label,
-                   "roles": [r.name for r in roles if r is not None]}
+                   "roles": [name for _, names in policies for name in names],
+                   "input_policies": [list(names) for _, names in policies], "duplicates_dropped": duplicates}
     grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
             "batch_widths": list(widths)}
     return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,

@@ -24,13 +24,25 @@ INFORMATIVE = {DEFAULT_POSITIONS: "eager PyTorch with transformers' default posi
                                   "ABI's position ids; the exported graph is not affected"}
 
 
+def _corpus_notes(c: dict[str, Any]) -> list[str]:
+    """What the corpus line leaves out: roles measured as one input, items dropped as repeats."""
+    notes = []
+    for names in c.get("input_policies") or []:
+        if len(names) > 1:
+            notes.append(f"roles {', '.join(names)}: the same input policy (prompt and rows), "
+                         "measured once")
+    if c.get("duplicates_dropped"):
+        notes.append(f"{c['duplicates_dropped']} repeated item(s) dropped: each distinct item is measured once")
+    return notes
+
+
 def table(report: Report) -> str:
     """A readable table: one line per check, then the ungated measurements."""
     c = report.corpus
     lines = [f"parity of {report.artifact} ({report.family}); reference: {c.get('reference', '?')}",
              f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
-             f"batch widths {report.grid['batch_widths']}", ""]
+             f"batch widths {report.grid['batch_widths']}"] + _corpus_notes(c) + [""]
     t = max(19, *(len(k.target) for k in report.checks)) if report.checks else 19
     w = max(20, *(len(k.metric) for k in report.checks)) if report.checks else 20
     r = max(12, *(len(k.requirement) for k in report.checks)) if report.checks else 12

@@ -14,7 +14,8 @@ over queries:
 
 With n - 1 candidates per query, 10 and 100 become min(10, n - 1) and min(100, n - 1).
 
-Ties (common: Hamming scores are integers) are counted fairly rather than broken by index, which
+Ties (common: Hamming scores are integers; scores equal within `readout_sdk.agreement.TIE_TOLERANCE`,
+float noise, are ties too) are counted fairly rather than broken by index, which
 would reward or punish a form for the corpus order: where a top-m cut falls inside a group of
 equal scores, each member of the group is in the top-m with probability (slots left) / (group
 size), and a measure is its expectation under independent uniform tie-breaking of both rankings
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from readout_sdk.agreement import TIE_TOLERANCE, tie_groups
 from readout_sdk.vector_forms import VectorForm, apply, similarity
 
 K = 10      # neighbours compared
@@ -31,17 +33,13 @@ POOL = 100  # reduced shortlist for recall_10_at_100
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of ``x`` (ascending), tied values sharing the mean of their ranks."""
+    """1-based ranks of ``x`` (ascending), tied values (equal within `agreement.TIE_TOLERANCE`) sharing the
+    mean of their ranks."""
     x = np.asarray(x)
-    order = np.argsort(x, kind="stable")
-    sx = x[order]
-    starts = np.r_[True, sx[1:] != sx[:-1]]
-    group = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)                       # 0-based position where each group starts
-    size = np.diff(np.r_[first, len(x)])
+    groups = tie_groups(x)
     ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = (first + (size - 1) / 2.0 + 1.0)[group]
-    return ranks
+    ranks[np.argsort(x, kind="stable")] = np.arange(1, len(x) + 1, dtype=np.float64)
+    return (np.bincount(groups, weights=ranks) / np.bincount(groups))[groups]
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -58,8 +56,9 @@ def top_membership(scores: np.ndarray, m: int) -> np.ndarray:
     uniformly at random: 1 above the cut, (slots left) / (tied count) at it, 0 below. Sums to m."""
     s = np.asarray(scores, dtype=np.float64)
     cut = np.partition(s, len(s) - m)[len(s) - m]        # the m-th highest score
-    above = s > cut
-    at = s == cut
+    tol = TIE_TOLERANCE * max(1.0, abs(float(cut)))      # float noise is no order (agreement.TIE_TOLERANCE)
+    above = s > cut + tol
+    at = ~above & (s >= cut - tol)
     p = above.astype(np.float64)
     p[at] = (m - int(above.sum())) / int(at.sum())
     return p

@@ -46,16 +46,68 @@ def metric_text(metric: str, value: float | None) -> str:
     return f"{value:.{digits}f}"
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
+# Reference values this close are one tie (relative to the value's size, absolute below 1). Float32 noise on
+# a similarity or a logit is ~1e-7 of it: two reference values nearer than this have no order a correct fp32
+# candidate can be held to (duplicated items and roles whose prompts change nothing tie exactly), so the rank
+# and neighbourhood measures below never charge a candidate for the order it picks inside a tie.
+TIE_TOLERANCE = 1e-6
 
 
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman rank correlation (no tie averaging: ties are broken by position, the same on both sides)."""
-    ra, rb = _ranks(np.asarray(a)), _ranks(np.asarray(b))
-    if ra.std() == 0 or rb.std() == 0:
-        return 1.0 if np.array_equal(ra, rb) else 0.0
-    return float(np.corrcoef(ra, rb)[0, 1])
+def tie_groups(ref: np.ndarray) -> np.ndarray:
+    """A group id per value of ``ref``: values sorted, and neighbours whose gap is within TIE_TOLERANCE (of the
+    larger magnitude, or absolute below 1) share a group; ids ascend with the values."""
+    r = np.asarray(ref, np.float64)
+    order = np.argsort(r, kind="stable")
+    s = r[order]
+    starts = np.r_[True, np.diff(s) > TIE_TOLERANCE * np.maximum(1.0, np.maximum(np.abs(s[1:]), np.abs(s[:-1])))]
+    groups = np.empty(len(r), np.int64)
+    groups[order] = np.cumsum(starts) - 1
+    return groups
+
+
+def _group_mean(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    sums = np.bincount(groups, weights=values)
+    counts = np.bincount(groups)
+    return (sums / np.maximum(counts, 1))[groups]
+
+
+def rank_agreement(got: np.ndarray, ref: np.ndarray) -> float:
+    """Spearman's rho between a candidate's and the reference's values, reference ties as ties: each side's
+    ranks are averaged over every reference tie group (:func:`tie_groups`), so any order a candidate picks
+    inside a tie scores as the tie itself, and an order the reference has is charged when the candidate loses
+    it. A reference with no order at all (one tie) scores 1."""
+    g, r = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    groups = tie_groups(r)
+    ordinal = np.arange(len(r), dtype=np.float64)
+    rr, rg = np.empty(len(r)), np.empty(len(g))
+    rr[np.argsort(r, kind="stable")] = ordinal
+    rg[np.argsort(g, kind="stable")] = ordinal
+    rr, rg = _group_mean(rr, groups), _group_mean(rg, groups)
+    rr, rg = rr - rr.mean(), rg - rg.mean()
+    dr, dg = float(np.sqrt((rr * rr).sum())), float(np.sqrt((rg * rg).sum()))
+    if dr == 0.0:
+        return 1.0  # the reference orders nothing: nothing to lose
+    if dg == 0.0:
+        return 0.0
+    return float((rr * rg).sum() / (dr * dg))
+
+
+def top_k_agreement(got: np.ndarray, ref: np.ndarray, k: int) -> float:
+    """|the candidate's top k ∩ the reference's top k| / k, reference ties as ties: a value within the tie
+    tolerance of the reference's k-th largest is as much in the reference's top k as the k-th itself, so an
+    item the candidate takes from that tie counts (at most as many as the tie has places left), and an item
+    the reference ranks clearly above the cut counts only where the candidate keeps it."""
+    g, r = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    k = min(k, len(r))
+    if k <= 0:
+        return 1.0
+    chosen = np.argsort(-g, kind="stable")[:k]
+    cut = np.partition(r, len(r) - k)[len(r) - k]  # the reference's k-th largest
+    tol = TIE_TOLERANCE * max(1.0, abs(float(cut)))
+    above = r > cut + tol
+    tied = ~above & (r >= cut - tol)
+    hits = int(above[chosen].sum()) + min(int(tied[chosen].sum()), k - int(above.sum()))
+    return hits / k
 
 
 def raw_errors(got: Sequence[dict[str, np.ndarray]], ref: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
@@ -89,13 +141,11 @@ def vector_agreement(got: np.ndarray, ref: np.ndarray, k: int = 10) -> dict[str,
     k = min(k, n - 1)
     overlaps, corr = [], []
     for i in range(n):
-        others = [j for j in range(n) if j != i]
-        if not others:
+        others = np.array([j for j in range(n) if j != i], np.int64)
+        if not others.size:
             continue
-        top_g = set(np.array(others)[np.argsort(-sg[i, others], kind="stable")[:k]])
-        top_r = set(np.array(others)[np.argsort(-sr[i, others], kind="stable")[:k]])
-        overlaps.append(len(top_g & top_r) / max(k, 1))
-        corr.append(spearman(sg[i, others], sr[i, others]))
+        overlaps.append(top_k_agreement(sg[i, others], sr[i, others], k))
+        corr.append(rank_agreement(sg[i, others], sr[i, others]))
     return {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean()),
             "knn10_overlap": float(np.mean(overlaps)) if overlaps else 1.0,
             "rank_correlation": float(np.mean(corr)) if corr else 1.0}
@@ -106,11 +156,10 @@ def same_fraction(got: Sequence[object], ref: Sequence[object]) -> float:
     return float(np.mean([a == b for a, b in zip(got, ref)])) if len(got) else 1.0
 
 
-def topk_sets_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray], names: Sequence[str], k: int) -> float:
-    """The fraction of items whose top-k names (by score, ties to the lower index) are the same set."""
-    k = min(k, len(names))
-    same = [{names[i] for i in np.argsort(-np.asarray(g), kind="stable")[:k]} ==
-            {names[i] for i in np.argsort(-np.asarray(r), kind="stable")[:k]} for g, r in zip(got, ref)]
+def topk_sets_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray], k: int) -> float:
+    """The fraction of items whose top-k (by score) the candidate keeps whole, reference ties as ties
+    (:func:`top_k_agreement` of 1)."""
+    same = [top_k_agreement(g, r, k) == 1.0 for g, r in zip(got, ref)]
     return float(np.mean(same)) if same else 1.0
 
 

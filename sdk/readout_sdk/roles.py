@@ -49,6 +49,14 @@ class Role:
     expansion_id: int = 0
     skip_ids: frozenset[int] = frozenset()
 
+    @property
+    def policy(self) -> tuple[Any, ...]:
+        """Everything this role does to an input, without its name: two roles with equal policies turn every
+        text into the same model input (sentence-transformers 6 saves ``{"query": "", "document": ""}`` for
+        every model, two names for one policy)."""
+        return (self.prompt, self.prompt_tokens, self.max_length, self.expansion, self.expansion_id,
+                tuple(sorted(self.skip_ids)))
+
     @cached_property
     def skip_array(self) -> np.ndarray:
         """``skip_ids`` as a sorted array, made once per role (not once per decided item)."""
@@ -104,6 +112,15 @@ class Roles:
             said = f"its roles are {sorted(self.declared)}" if self.declared else "it declares no roles"
             raise WrongCall(f"role {role!r} is not declared by this artifact; {said}")
         return self.declared[role]
+
+    def distinct(self) -> list[tuple[Role, tuple[str, ...]]]:
+        """Each distinct input policy once, as (the first role that applies it, every declared name answering
+        to it), in declaration order: roles whose prompts change nothing are one input. Parity measures each
+        distinct input once (the same text under two such names would be two identical corpus items)."""
+        groups: dict[tuple[Any, ...], list[Role]] = {}
+        for role in self.declared.values():
+            groups.setdefault(role.policy, []).append(role)
+        return [(roles[0], tuple(r.name for r in roles)) for roles in groups.values()]
 
     def section(self) -> dict[str, Any]:
         """The record's ``input.roles`` section (``policy`` only where a role has one)."""

@@ -97,11 +97,33 @@ def test_top_membership_splits_the_cut_group():
 
 # --- the measures against oracles -----------------------------------------------------------------
 
+def _separated(x: np.ndarray) -> np.ndarray:
+    """Each row's values replaced by their ranks / 50: the same order, every gap 0.02 (no two values within
+    the tie tolerance, which standard-normal draws of 150 values per row are not: some fall within 1e-6)."""
+    return np.argsort(np.argsort(x, axis=1), axis=1).astype(np.float64) / 50.0
+
+
+def test_float_noise_is_a_tie_exactly_as_an_exact_tie_is():
+    # integer scores with ties, then the same scores with every tie broken by noise far below the tolerance
+    # (what float32 arithmetic does to two equal similarities): every measure must be unchanged
+    full = _tied_matrix(40, 4, seed=7, max_orderings=10**9)
+    reduced = _tied_matrix(40, 5, seed=8, max_orderings=10**9)
+    rng = np.random.default_rng(9)
+    noisy_full = full + rng.uniform(-1e-8, 1e-8, full.shape)
+    noisy_reduced = reduced + rng.uniform(-1e-8, 1e-8, reduced.shape)
+    exact = retrieval_cost(full, reduced)
+    for name, value in retrieval_cost(noisy_full, noisy_reduced).items():
+        assert value == pytest.approx(exact[name], abs=1e-12), name
+    # and a gap above the tolerance is an order again
+    assert top_membership(np.array([1.0 + 1e-5, 1.0, 0.0]), 1).tolist() == [1, 0, 0]
+    assert top_membership(np.array([1.0 + 1e-8, 1.0, 0.0]), 1).tolist() == [0.5, 0.5, 0]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_untied_scores_against_python_loops_and_scipy(seed):
     rng = np.random.default_rng(seed)
-    full = rng.standard_normal((150, 150))
-    reduced = full + rng.standard_normal((150, 150))  # noisy: overlaps strictly between 0 and 1
+    full = _separated(rng.standard_normal((150, 150)))
+    reduced = _separated(full + rng.standard_normal((150, 150)))  # noisy: overlaps strictly between 0 and 1
     got = retrieval_cost(full, reduced)
     assert got["knn10_overlap"] == pytest.approx(_plain(full, reduced, 10, 10), abs=1e-12)
     assert got["recall_10_at_100"] == pytest.approx(_plain(full, reduced, 10, 100), abs=1e-12)

@@ -50,8 +50,7 @@ class CrossEncoderFamily(Family):
         g = np.array([x.score for x in got])
         r = np.array([x.score for x in ref])
         k = min(3, len(g))
-        m = {"rank_correlation": A.spearman(g, r),
-             "topk_agreement": float(set(np.argsort(-g, kind="stable")[:k]) == set(np.argsort(-r, kind="stable")[:k]))}
+        m = {"rank_correlation": A.rank_agreement(g, r), "topk_agreement": float(A.top_k_agreement(g, r, k) == 1.0)}
         if len(ctx.labels) > 1:
             argmax = [int(np.argmax(x.scores)) for x in got], [int(np.argmax(x.scores)) for x in ref]
             m["argmax_agreement"] = A.same_fraction(*argmax)

@@ -69,9 +69,8 @@ class MultipleChoiceFamily(Family):
         return ctx.scores(outs[0]["logits"])
 
     def agreement(self, ctx: Context, got: list[Choice], ref: list[Choice]) -> dict[str, float]:
-        names = [f"choice {i}" for i in range(max((len(g.scores) for g in got), default=0))]
         return {"argmax_agreement": A.same_fraction([g.index for g in got], [r.index for r in ref]),
-                "topk_agreement": A.topk_sets_agree([g.scores for g in got], [r.scores for r in ref], names, 2)}
+                "topk_agreement": A.topk_sets_agree([g.scores for g in got], [r.scores for r in ref], 2)}
 
     def record(self, r: Choice) -> dict[str, Any]:
         return {"index": r.index, "choice": r.choice, "score": r.score, "scores": list(r.scores),

@@ -39,7 +39,7 @@ class RegressionFamily(Family):
     def agreement(self, ctx: Context, got: list[Regression], ref: list[Regression]) -> dict[str, float]:
         g = np.array([[x.values[k] for k in ctx.labels] for x in got])
         r = np.array([[x.values[k] for k in ctx.labels] for x in ref])
-        ranks = [A.spearman(g[:, j], r[:, j]) for j in range(g.shape[1])] if len(g) > 1 else [1.0]
+        ranks = [A.rank_agreement(g[:, j], r[:, j]) for j in range(g.shape[1])] if len(g) > 1 else [1.0]
         return {"values_abs_error": float(np.abs(g - r).max()), "values_scaled_error": A.scaled_error(g, r),
                 "values_rank_correlation": float(min(ranks))}
 

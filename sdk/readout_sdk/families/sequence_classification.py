@@ -47,8 +47,8 @@ class SequenceClassificationFamily(Family):
 
     def agreement(self, ctx: Context, got: list[Classification], ref: list[Classification]) -> dict[str, float]:
         return {"argmax_agreement": A.same_fraction([g.label for g in got], [r.label for r in ref]),
-                "topk_agreement": A.topk_sets_agree([list(g.scores.values()) for g in got],
-                                                    [list(r.scores.values()) for r in ref], ctx.labels, 2)}
+                "topk_agreement": A.topk_sets_agree([[g.scores[n] for n in ctx.labels] for g in got],
+                                                    [[r.scores[n] for n in ctx.labels] for r in ref], 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:
         return {"label": r.label, "score": r.score, "scores": dict(r.scores), "truncated": r.truncated,

@@ -5,6 +5,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from readout_sdk import agreement as A
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
 from readout_sdk.results import SparseVector
 
@@ -51,7 +52,7 @@ class SparseFamily(Family):
         overlap = []
         for g, r in zip(got, ref):  # the top-k terms each run decided (fewer where fewer are nonzero)
             n = min(k, max(len(g.indices), len(r.indices)))
-            overlap.append(len(set(g.indices[:k].tolist()) & set(r.indices[:k].tolist())) / n if n else 1.0)
+            overlap.append(_term_overlap(g, r, n) if n else 1.0)
         return {"term_overlap": float(np.mean(overlap))}
 
     def record(self, r: SparseVector) -> dict[str, Any]:
@@ -63,3 +64,20 @@ class SparseFamily(Family):
 
 
 FAMILY = SparseFamily()
+
+
+def _term_overlap(got: SparseVector, ref: SparseVector, n: int) -> float:
+    """The share of the reference's top ``n`` terms among the candidate's top ``n`` (both heaviest first),
+    reference ties as ties (`readout_sdk.agreement.top_k_agreement`'s rule): a term whose reference weight is
+    within the tie tolerance of the n-th weight counts, as many as that tie has places left."""
+    weight = dict(zip(ref.indices.tolist(), ref.values.tolist()))
+    picked = np.array([weight.get(i, 0.0) for i in got.indices[:n].tolist()], np.float64)
+    kept = picked > 0
+    if len(ref.values) < n:  # every reference term is in its top n
+        return int(kept.sum()) / n
+    cut = float(ref.values[n - 1])
+    tol = A.TIE_TOLERANCE * max(1.0, abs(cut))
+    above = int((ref.values > cut + tol).sum())
+    hits = int((kept & (picked > cut + tol)).sum())
+    tied = int((kept & (picked <= cut + tol) & (picked >= cut - tol)).sum())
+    return (hits + min(tied, n - above)) / n
