@@ -168,8 +168,7 @@ def input_policy(role: Role | None) -> str | None:
     skiplist), or None where it does nothing: what a cache key of values made under it carries."""
     if role is None or not (role.prompt or role.max_length or role.expansion or role.skip_ids):
         return None
-    text = json.dumps([role.prompt, role.prompt_tokens, role.max_length, role.expansion, role.expansion_id,
-                       sorted(role.skip_ids)])
+    text = json.dumps(role.policy)  # the same json as before: tuples are lists there
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

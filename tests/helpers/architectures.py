@@ -114,11 +114,7 @@ SLICE = (Cell("xlm-roberta", "embedding"), Cell("qwen2", "sequence_classificatio
 
 # cells where the SDK differs from eager for a known reason outside the matrix's own files (the test marks them
 # xfail, strict; docs/architectures.md shows the reason)
-KNOWN = {
-    "albert-extractive_qa": "transformers 5's AlbertTokenizer emits no token_type_ids, so eager runs the context as "
-                            "segment 0, while the graph feeds the tokenizer.json's segment 1 (ALBERT's config has "
-                            "type_vocab_size 2); parity's reference uses the exporter's own loader and does not see it",
-}
+KNOWN: dict[str, str] = {}  # cell -> why it is expected to fail (a strict xfail: fixing it says so)
 
 RESULTS = Path(__file__).with_name("architectures.json")
 

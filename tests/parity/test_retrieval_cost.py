@@ -106,9 +106,9 @@ def _separated(x: np.ndarray) -> np.ndarray:
 def test_float_noise_is_a_tie_exactly_as_an_exact_tie_is():
     # integer scores with ties, then the same scores with every tie broken by noise far below the tolerance
     # (what float32 arithmetic does to two equal similarities): every measure must be unchanged
-    full = _tied_matrix(40, 4, seed=7, max_orderings=10**9)
-    reduced = _tied_matrix(40, 5, seed=8, max_orderings=10**9)
     rng = np.random.default_rng(9)
+    full = rng.integers(0, 4, (40, 40)).astype(np.float64)  # ~10 equal values per row: many ties at every cut
+    reduced = rng.integers(0, 5, (40, 40)).astype(np.float64)
     noisy_full = full + rng.uniform(-1e-8, 1e-8, full.shape)
     noisy_reduced = reduced + rng.uniform(-1e-8, 1e-8, reduced.shape)
     exact = retrieval_cost(full, reduced)
@@ -147,8 +147,8 @@ def test_tied_shortlist_cut_against_every_tie_breaking():
     # 130 rows: ties placed at the reduced top-10 and top-100 cuts and at the full top-10 cut
     rng = np.random.default_rng(7)
     n = 130
-    full = rng.standard_normal((n, n))
-    reduced = full + 0.5 * rng.standard_normal((n, n))
+    full = _separated(rng.standard_normal((n, n)))  # no near-ties but the exact ones placed below
+    reduced = _separated(full + 0.5 * rng.standard_normal((n, n)))
     for i in range(n):
         others = np.delete(np.arange(n), i)
         order_r = others[np.argsort(-reduced[i, others])]

@@ -1,7 +1,6 @@
 """Load the eager PyTorch pieces a plan names: transformers model or head, and Dense modules."""
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from torch import nn
 from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError
+from readout_export.graph.architecture import feeds_token_types
 from readout_export.graph.readout import POOLED_OUTPUT, ROW_OUTPUT, Dense, boundary_row, gather_row
 from readout_export.planning.plan import Plan
 from readout_export.planning.source import DenseSpec
@@ -157,13 +157,6 @@ def head_row(plan: Plan) -> dict[str, Any] | None:
     return head_row_of(cls, config, plan.source.transformer_dir)
 
 
-def takes_token_types(model: nn.Module, config: dict) -> bool:
-    """True when the model has a learned segment embedding the tokenizer should feed."""
-    base = getattr(model, "base_model", model)
-    params = inspect.signature(base.forward).parameters
-    return "token_type_ids" in params and int(config.get("type_vocab_size", 0) or 0) > 1
-
-
 def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Core, tuple[str, ...]]:
     """Load the transformers model for ``plan.family`` from local files only, its config as saved.
 
@@ -203,7 +196,8 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
     model.eval()
     pooled = not all(spec.head.per_row) and spec.head.auto_class != "AutoModel"
     row = head_row_of(type(model), model.config, plan.source.transformer_dir) if pooled else None
-    token_types = takes_token_types(model, plan.source.config)  # read from the base: a PeftModel's forward hides it
+    # read from the base (a PeftModel's forward hides it), by the rule the record states (architecture.py)
+    token_types = feeds_token_types(type(getattr(model, "base_model", model)), plan)
     if plan.adapter is not None:
         from readout_export.graph.adapter import apply_adapter
 

@@ -1,0 +1,94 @@
+"""The parity gate's rank and neighbourhood measures, reference ties as ties (issue 45 point 1): against
+scipy's Spearman where the reference has no ties, against brute-force counting where it has, and the
+float-noise case that made a correct fp32 artifact fail (twin items whose reference values are equal, a
+candidate whose 1e-7 noise orders them either way)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from readout_sdk.agreement import TIE_TOLERANCE, rank_agreement, tie_groups, top_k_agreement, vector_agreement
+
+
+def _spread(n: int, seed: int) -> np.ndarray:
+    """n values with gaps far above the tie tolerance (a permutation of a spaced grid)."""
+    return np.random.default_rng(seed).permutation(np.linspace(-0.9, 0.9, n))
+
+
+def test_without_ties_rank_agreement_is_spearman():
+    for seed in range(5):
+        ref = _spread(30, seed)
+        got = ref + np.random.default_rng(100 + seed).normal(0, 0.05, 30)  # real reorderings
+        assert rank_agreement(got, ref) == pytest.approx(spearmanr(got, ref).statistic, abs=1e-12)
+        assert rank_agreement(got, ref) < 1
+
+
+def test_without_ties_top_k_is_the_plain_overlap():
+    for seed in range(5):
+        ref = _spread(40, seed)
+        got = ref + np.random.default_rng(200 + seed).normal(0, 0.1, 40)
+        plain = len(set(np.argsort(-ref)[:10]) & set(np.argsort(-got)[:10])) / 10
+        assert top_k_agreement(got, ref, 10) == plain
+
+
+def test_float_noise_inside_a_reference_tie_costs_nothing():
+    """Every value twice (twin items): the candidate's sub-tolerance noise orders each twin pair at random,
+    so a stable argsort's top 9 (the cut inside a pair) and plain Spearman both charge a correct candidate."""
+    base = _spread(20, 7)
+    ref = np.repeat(base, 2)
+    rng = np.random.default_rng(3)
+    got = (ref + rng.normal(0, 1e-7, ref.size)).astype(np.float32).astype(np.float64)
+    plain_top9 = len(set(np.argsort(-ref, kind="stable")[:9]) & set(np.argsort(-got, kind="stable")[:9])) / 9
+    plain_rho = spearmanr(got, ref).statistic
+    assert plain_top9 < 1 or plain_rho < 1  # the old gate's failure is really present in this case ...
+    assert top_k_agreement(got, ref, 9) == 1.0  # ... and is none here
+    assert rank_agreement(got, ref) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_ties_do_not_blunt_a_real_displacement():
+    base = _spread(20, 11)
+    ref = np.repeat(base, 2)
+    top = np.argsort(-ref, kind="stable")
+    got = ref.copy()
+    got[top[0]] = ref.min() - 1.0  # the reference's clear first drops to last: a real error, not noise
+    assert top_k_agreement(got, ref, 10) == 0.9
+    assert rank_agreement(got, ref) < 0.95
+    # one item of the second twin pair and one of the third trade places: an order the reference has
+    swapped = ref.copy()
+    a, b = top[2], top[4]
+    swapped[a], swapped[b] = ref[b], ref[a]
+    assert rank_agreement(swapped, ref) < 1
+
+
+def test_a_tie_at_the_cut_counts_up_to_the_places_left():
+    """Brute force: the reference's top 3 is {0} plus any two of the four items tied at the cut; every
+    candidate choice of 3 scores its best overlap with one of the reference's tie-breakings."""
+    ref = np.array([0.9, 0.5, 0.5, 0.5, 0.5, 0.1, 0.0])
+    breakings = [set([0, *c]) for c in itertools.combinations([1, 2, 3, 4], 2)]
+    for chosen in itertools.combinations(range(7), 3):
+        got = np.full(7, -1.0)
+        got[list(chosen)] = [3.0, 2.0, 1.0]
+        best = max(len(set(chosen) & b) for b in breakings) / 3
+        assert top_k_agreement(got, ref, 3) == pytest.approx(best), chosen
+
+
+def test_tie_tolerance_is_relative_above_one_and_absolute_below():
+    assert len(set(tie_groups(np.array([0.5, 0.5 + 0.5 * TIE_TOLERANCE, 0.5 + 3 * TIE_TOLERANCE])))) == 2
+    big = 1000.0
+    assert len(set(tie_groups(np.array([big, big * (1 + 0.5 * TIE_TOLERANCE), big * (1 + 3 * TIE_TOLERANCE)])))) == 2
+
+
+def test_duplicated_vectors_pass_vector_agreement_at_float_noise():
+    """Embeddings of a corpus whose items repeat: the candidate is the reference plus fp32-sized noise."""
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((12, 16))
+    ref = np.concatenate([ref, ref[:8]])  # 8 items twice
+    got = (ref + rng.normal(0, 2e-7, ref.shape)).astype(np.float32)
+    out = vector_agreement(got, ref)
+    assert out["knn10_overlap"] == 1.0 and out["rank_correlation"] == pytest.approx(1.0, abs=1e-9)
+    wrong = got.copy()
+    wrong[3] = -wrong[3]  # one vector turned around: neighbours really change
+    assert vector_agreement(wrong, ref)["knn10_overlap"] < 1
