@@ -54,10 +54,10 @@ class PairTemplate:
         except ValueError as e:  # an unmatched brace
             raise TemplateError(f"body: {e} (write a literal brace as '{{{{' or '}}}}')") from None
         named = [f for _, f, _, _ in parsed if f is not None]
-        for f, _spec, _conv in [(f, s, c) for _, f, s, c in parsed if f is not None]:
-            if f not in FIELDS or _spec or _conv:
-                raise TemplateError(f"body: {{{f}{'!' + _conv if _conv else ''}{':' + _spec if _spec else ''}}} is "
-                                    f"not a field; a body names only {{{'}, {'.join(FIELDS)}}}")
+        for _, f, spec, conv in parsed:
+            if f is not None and (f not in FIELDS or spec or conv):
+                raise TemplateError(f"body: {{{f}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} is not a "
+                                    f"field; a body names only {{{'}, {'.join(FIELDS)}}}")
         for f in ("query", "document"):
             if named.count(f) != 1:
                 raise TemplateError(f"body: names {{{f}}} {named.count(f)} times; the pair's {f} goes in once")

@@ -34,7 +34,8 @@ QUERY = "What do cats eat?"
 DOCS = ["Cats eat meat.", "The stock market fell sharply on Tuesday after the announcement of new tariffs on steel.",
         "A cat is a small carnivorous mammal; domestic cats are fed meat, fish and dry food twice a day.",
         "Paris", "Rain is expected in the north of the country tomorrow, with snow on the high ground."]
-PAIRS = [(QUERY, d) for d in DOCS] + [("Which city is the capital of France?", "Paris is the capital of France.")]
+PAIRS = [(QUERY, d) for d in DOCS] + [("Which city is the capital of France?", "Paris is the capital of France."),
+                                      ("What is {document}?", "A {query} is a {0} template field.")]  # verbatim
 
 
 def _prepare():
@@ -241,3 +242,43 @@ def test_parity_fails_when_the_graph_reads_the_answers_swapped(built, tmp_path, 
     report = check_parity(art, widths=(7,))
     failed = {c.metric for c in report.checks if c.decision == "FAIL"}
     assert {"rank_correlation", "max_abs_error"} <= failed and report.exit_code() == 1
+
+
+def test_yes_no_is_refused_outside_cross_encoder_and_a_causal_lm_needs_it(built, tmp_path):
+    from readout_export.build import validate
+    from readout_export.errors import ManifestError
+
+    with pytest.raises(ManifestError, match=r"\$\.yes_no: does not apply to family sequence_classification"):
+        validate(_manifest(built, tmp_path, family="sequence_classification", yes_no={}))
+    path = _manifest(built, tmp_path)
+    doc = json.loads(path.read_text())
+    del doc["yes_no"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match=r"\$\.yes_no: config\.json declares Qwen3ForCausalLM, a causal LM"):
+        validate(path)
+
+
+def test_the_sdk_refuses_a_record_that_half_states_a_reranker(built, engine):
+    """The template and the answer tokens come together, on a cross_encoder, with the template's token count
+    this tokenizer gives: else the artifact is refused naming the record's JSON path."""
+    import copy
+
+    from readout_sdk.errors import AbiError
+    from readout_sdk.families import Context, get
+
+    record = engine.abi
+    for path, edit in ((r"\$\.input\.template", lambda r: r["readout"].pop("yes_no")),
+                       (r"\$\.readout\.yes_no", lambda r: r["input"].pop("template")),
+                       (r"\$\.output", lambda r: r["output"].update(score_type="logit"))):
+        changed = copy.deepcopy(record)
+        edit(changed)
+        with pytest.raises(AbiError, match=path):
+            get("cross_encoder").check_record(changed)
+    changed = copy.deepcopy(record) | {"family": "sequence_classification"}
+    changed["input"]["pair"] = None
+    with pytest.raises(AbiError, match=r"\$\.input\.template: sequence_classification applies no prompt template"):
+        get("sequence_classification").check_record(changed)
+    changed = copy.deepcopy(record)
+    changed["input"]["template"]["tokens"] += 1
+    with pytest.raises(AbiError, match=r"\$\.input\.template\.tokens"):
+        Context(changed, built[2] / "tokenizer.json")

@@ -87,6 +87,11 @@ def _resolve_cross_encoder(plan: Plan, manifest: Manifest) -> None:
     if "yes_no" in manifest.data:
         _resolve_yes_no_head(plan, manifest)
         return
+    saved = plan.source.config.get("architectures")
+    if isinstance(saved, list) and len(saved) == 1 and str(saved[0]).endswith("ForCausalLM"):
+        raise ManifestError("$.yes_no", f"config.json declares {saved[0]}, a causal LM: a yes/no reranker "
+                                        "(Qwen3-Reranker) is exported with a yes_no section naming its answer tokens "
+                                        "and template ({} takes Qwen3-Reranker's)")
     plan.score_type = agree("$.score_type", plan.source.cross_activation, manifest.data.get("score_type"),
                             "config.json (sentence_transformers.activation_fn)")
     if plan.score_type is None:

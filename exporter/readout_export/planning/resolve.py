@@ -175,7 +175,7 @@ def _check_checkpoint(plan: Plan) -> None:
         checkpoint.check_config_sizes(plan.source)
         checkpoint.read_headers([w for w in plan.source.weight_files if w.suffix == ".safetensors"])
         return
-    autos = {f.head.auto_class for f in REGISTRY.values()} | {f.head_for(plan).auto_class for f in REGISTRY.values()}
+    autos = {h.auto_class for f in REGISTRY.values() for h in (f.head, *f.variant_heads)}
     found = checkpoint.check_checkpoint(plan, spec.head_for(plan).auto_class, autos)
     plan.embedding_rows = found.embedding_rows
 

@@ -86,6 +86,10 @@ class Context:
                                                 self.encoder.max_length, record["input"]["truncation"]["side"])
             except TemplateError as e:
                 raise AbiError(f"ABI record $.input.template.{e}") from None
+            fixed = self.template.template_tokens()  # what the build counted with this very tokenizer
+            if section.get("tokens") != fixed:
+                raise AbiError(f"ABI record $.input.template.tokens: the record states {section.get('tokens')!r}, "
+                               f"its tokenizer fills {fixed} rows with the template")
         # the declared vector forms by name (`readout_sdk.vector_forms`), under the declared score type
         self.forms: dict[str, VectorForm] = {}
         for k, f in enumerate((record.get("vector_forms") or {}).get("forms") or []):
@@ -141,6 +145,7 @@ class Family:
     aggregations: ClassVar[tuple[str, ...]] = ()  # long-input window aggregations; () = truncation only
     problem_type: ClassVar[str | None] = None     # transformers' config.problem_type it must have
     head: ClassVar[Head]
+    variant_heads: ClassVar[tuple[Head, ...]] = ()  # what a variant loads instead (:meth:`head_for`)
     stages: ClassVar[tuple[str, ...]] = ()        # readout stages after the head, in order (exporter)
     decision: ClassVar[str | None] = None         # the decision rule the record states and this SDK executes
     record_keys: ClassVar[tuple[str, ...]] = ()   # the serving record's keys
@@ -237,6 +242,8 @@ class Family:
         want = [o.name for o in self.outputs_for(record["input"].get("long_inputs"))]
         if names != want:
             raise AbiError(f"ABI record $.outputs: family {self.name} fixes outputs {want}, record has {names}")
+        if record["input"].get("template") is not None and not self.templated:
+            raise AbiError(f"ABI record $.input.template: {self.name} applies no prompt template")
         labels = record["output"].get("labels")
         if self.label_axis and labels is not None and len(set(labels)) != len(labels):
             raise AbiError("ABI record $.output.labels: labels repeat")
@@ -260,8 +267,6 @@ class Family:
             raise AbiError(f"ABI record $.output.decision: this SDK executes {self.decision!r} for {self.name}, "
                            f"the record states {stated!r}")
         long = record["input"].get("long_inputs") or {"policy": "truncate"}
-        if record["input"].get("template") is not None and not self.templated:
-            raise AbiError(f"ABI record $.input.template: {self.name} applies no prompt template")
         prompts = record["input"].get("prompts") or {}
         if any(prompts.values()) and not self.takes_roles:
             raise AbiError(f"ABI record $.input.prompts: {self.name} takes no input roles, the record declares "

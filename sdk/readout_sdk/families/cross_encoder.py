@@ -45,6 +45,7 @@ class CrossEncoderFamily(Family):
     record_keys = ("score", "scores", "truncated")
     http_routes = ("/predict", "/rerank")
     templated = True
+    variant_heads = (YES_NO_HEAD,)
 
     def head_for(self, plan: Any) -> Head:
         """A plan naming a yes/no reranker (``plan.yes_no``) loads the causal LM; any other, the classifier head."""
