@@ -248,6 +248,10 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
               f"{', '.join(f'`{m}`' for m in task.metric_names)} (see [evaluation](../evaluation.md))."]
     if fam.calibrators:
         lines.append(f"`readout-export calibrate` can fit: {', '.join(f'`{c}`' for c in fam.calibrators)}.")
+    variants = ROOT / "docs" / "families" / "variants" / f"{name}.md"
+    if variants.is_file():  # a variant of the family (e.g. cross_encoder's yes/no rerankers), written by hand
+        text = variants.read_text(encoding="utf-8")
+        lines += ["", "## Variants", "", text.split("-->", 1)[1].strip() if text.startswith("<!--") else text.strip()]
     lines += ["", "## Demo", "", "A SYNTHETIC model (random weights: the workflow is real, the answers are not):", "",
               "```bash skip: the docs fixture builds every demo, docs/quickstart.md runs each app on it and "
               "tests/parity/test_parity.py runs parity on every family", f"python examples/demo_models.py --build --only {name}",

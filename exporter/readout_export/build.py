@@ -120,7 +120,7 @@ def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"
     tok = plan.tokenizer
     core, kinds = load_core(plan, tok.pad_id, adapter_form)
     config = core.model.config
-    if plan.labels is not None and config.num_labels != len(plan.labels):
+    if plan.labels is not None and plan.yes_no is None and config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
     spec = get_family(plan.family)

@@ -130,13 +130,15 @@ class EagerRunner(Lifecycle):
 
 def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
-    from readout_export.graph.loader import AsSavedCore
+    from readout_export.graph.loader import AsSavedCore, YesNoAsSavedCore
 
     graph = reference_graph(art, head_as_saved=True)
     names = [o["name"] for o in art.record["outputs"]]
     described = REFERENCE + (", the peft adapter applied unmerged" if art.source.get("adapter") else "")
     if isinstance(graph.core, AsSavedCore):  # the row the checkpoint reads is transformers' own, not the gather
-        described += ", the head as saved (transformers' own row rule, config untouched)"
+        described += (", the causal LM as saved: next-token logits at each text's last position, softmax over "
+                      "[no, yes]" if isinstance(graph.core, YesNoAsSavedCore) else
+                      ", the head as saved (transformers' own row rule, config untouched)")
     return Reference(EagerRunner(graph, names), described,
                      ((DEFAULT_POSITIONS, EagerRunner(graph, names, default_positions=True)),))
 

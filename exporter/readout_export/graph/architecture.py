@@ -35,18 +35,18 @@ def describe(plan: Plan) -> Architecture:
 
     from readout_export.planning.remote_code import auto_config, model_class
 
-    spec = get_family(plan.family)
+    head = get_family(plan.family).head_for(plan)
     remote = plan.remote
     config = auto_config(plan.source, remote)
     try:
-        cls = model_class(plan.source, remote, spec.head.auto_class, config)
+        cls = model_class(plan.source, remote, head.auto_class, config)
         base = cls if remote is not None and not remote.reference("AutoModel") else \
             model_class(plan.source, remote, "AutoModel", config)
     except KeyError:
         raise ManifestError("$.model", f"{plan.source.model_type or 'this architecture'} has no "
-                                       f"{spec.head.auto_class} in transformers {transformers.__version__}") from None
+                                       f"{head.auto_class} in transformers {transformers.__version__}") from None
     token_types = feeds_token_types(base, plan)
-    bare = spec.head.auto_class == "AutoModel"
+    bare = head.auto_class == "AutoModel"
     return Architecture(base.__name__, None if bare else cls.__name__, None if bare else cls.base_model_prefix,
                         token_types, int(config.hidden_size))
 

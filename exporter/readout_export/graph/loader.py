@@ -34,6 +34,8 @@ CLASSIFIER_POOLING = {"cls": "first", "mean": "mean"}
 #   ``GenericForSequenceClassification`` (Llama, Mistral, Qwen2, Qwen3, Gemma...) and these older copies of it
 LAST_ROW_MODULES = frozenset({"bloom", "falcon", "gpt2", "gpt_bigcode", "gpt_neo", "gpt_neox", "mpt", "openai",
                               "opt"})
+# - a yes/no reranker's causal LM (`YesNoCore`): the answer token is predicted from the last attended row
+YES_NO_ROW = {"row": "last", "set_by": "next_token"}
 
 class Core(nn.Module):
     """Calls a transformers model on compacted inputs and returns the family's raw outputs."""
@@ -91,9 +93,60 @@ class AsSavedCore(Core):
         return (torch.cat(out, 0),)
 
 
+class YesNoCore(Core):
+    """A yes/no reranker's causal LM (`readout_sdk.families.cross_encoder`), reduced to what its score reads: the
+    backbone's last attended row (found from the mask, so padding-invariant either side) times one row, the yes
+    token's LM-head row minus the no token's, giving ``logit(yes) - logit(no)`` ([N, 1]).
+
+    The vocabulary-wide LM head is not in the graph: the module holds the backbone and the one difference row; the
+    whole causal LM is kept outside the module tree (``causal_lm``), for the parity reference alone
+    (:class:`YesNoAsSavedCore`), so the exporter never sees it."""
+
+    def __init__(self, model: nn.Module, takes_token_types: bool, yes_id: int, no_id: int):
+        head = _unwrapped(model)
+        super().__init__(getattr(head, head.base_model_prefix), ("logits",), takes_token_types, False)
+        lm = head.get_output_embeddings()
+        weight = lm.weight.detach().to(torch.float32)
+        self.answer = nn.Linear(weight.shape[1], 1, bias=lm.bias is not None)
+        with torch.no_grad():
+            self.answer.weight.copy_((weight[yes_id] - weight[no_id]).unsqueeze(0))
+            if lm.bias is not None:
+                self.answer.bias.copy_((lm.bias[yes_id] - lm.bias[no_id]).reshape(1).to(torch.float32))
+        self.yes_id, self.no_id = int(yes_id), int(no_id)
+        self.causal_lm = (model,)  # a tuple is no submodule: the full head stays out of the exported graph
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask)[0]  # [N, S, width], final norm applied
+        last = gather_row(hidden, boundary_row(attention_mask.to(torch.float32), "last"))
+        return (self.answer(last),)
+
+
+class YesNoAsSavedCore(AsSavedCore):
+    """The parity reference of a :class:`YesNoCore`: the causal LM as saved (``AutoModelForCausalLM``, its whole
+    vocabulary-wide head), each example alone up to its last attended row, the next-token logits at its last
+    position, and of those the no and yes tokens': ``log softmax([no, yes])[yes] - log softmax([no, yes])[no]``,
+    the log-odds whose sigmoid is ``softmax([no, yes])[yes]`` (the SDK's decision on either output)."""
+
+    def __init__(self, core: YesNoCore):
+        super().__init__(core.causal_lm[0], ("logits",), core.takes_token_types, False)
+        self.yes_id, self.no_id = core.yes_id, core.no_id
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        ends = boundary_row(attention_mask.to(torch.float32), "last") + 1
+        out = []
+        for i, end in enumerate(ends.tolist()):
+            logits = self.model(input_ids=input_ids[i:i + 1, :end], attention_mask=attention_mask[i:i + 1, :end]).logits
+            pair = torch.log_softmax(logits[0, -1, [self.no_id, self.yes_id]].to(torch.float64), -1)
+            out.append((pair[1] - pair[0]).reshape(1, 1).to(torch.float32))
+        return (torch.cat(out, 0),)
+
+
 def as_saved(core: Core) -> Core:
-    """The core parity's reference runs: a decoder head as saved (:class:`AsSavedCore`); any other core is already
-    the checkpoint's own head (it reads its row itself, and its row does not depend on padding by id)."""
+    """The core parity's reference runs: a decoder head as saved (:class:`AsSavedCore`), a yes/no reranker's causal
+    LM as saved (:class:`YesNoAsSavedCore`); any other core is already the checkpoint's own head (it reads its row
+    itself, and its row does not depend on padding by id)."""
+    if isinstance(core, YesNoCore):
+        return YesNoAsSavedCore(core)
     if isinstance(core, LastRowCore):
         return AsSavedCore(core.model, core.attributes, core.takes_token_types, core.choices)
     return core
@@ -147,6 +200,8 @@ def head_row(plan: Plan) -> dict[str, Any] | None:
     from readout_export.planning.remote_code import auto_config, model_class
 
     spec = get_family(plan.family)
+    if plan.yes_no is not None:
+        return dict(YES_NO_ROW)
     if spec.head.auto_class == "AutoModel" or all(spec.head.per_row):
         return None
     config = auto_config(plan.source, plan.remote)
@@ -171,12 +226,13 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
     import transformers
 
     spec = get_family(plan.family)
-    auto_name, attributes = spec.head.auto_class, spec.head.attributes
-    kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in spec.head.per_row)
+    head = spec.head_for(plan)
+    auto_name, attributes = head.auto_class, head.attributes
+    kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in head.per_row)
     auto = getattr(transformers, auto_name)
     kwargs = dict(local_files_only=True, attn_implementation="eager", dtype=torch.float32,
                   trust_remote_code=plan.remote is not None)  # explicit either way: transformers never prompts
-    if spec.label_axis and plan.labels:  # the head's width is the label map's
+    if spec.label_axis and plan.labels and plan.yes_no is None:  # the head's width is the label map's
         kwargs["num_labels"] = len(plan.labels)
     try:
         model, info = auto.from_pretrained(str(plan.source.transformer_dir), output_loading_info=True, **kwargs)
@@ -194,10 +250,12 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
                                        f"{plan.family} model needs (e.g. {sorted(missing)[:3]}); it would run with "
                                        "random weights")
     model.eval()
-    pooled = not all(spec.head.per_row) and spec.head.auto_class != "AutoModel"
-    row = head_row_of(type(model), model.config, plan.source.transformer_dir) if pooled else None
     # read from the base (a PeftModel's forward hides it), by the rule the record states (architecture.py)
     token_types = feeds_token_types(type(getattr(model, "base_model", model)), plan)
+    if plan.yes_no is not None:
+        return YesNoCore(model, token_types, plan.yes_no["yes"]["token_id"], plan.yes_no["no"]["token_id"]), kinds
+    pooled = not all(head.per_row) and head.auto_class != "AutoModel"
+    row = head_row_of(type(model), model.config, plan.source.transformer_dir) if pooled else None
     if plan.adapter is not None:
         from readout_export.graph.adapter import apply_adapter
 

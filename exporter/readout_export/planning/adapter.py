@@ -157,7 +157,7 @@ def check_fit(plan: Any) -> None:
     adapter = plan.adapter
     where = adapter.root / CONFIG_FILE
     spec = get_family(plan.family)
-    model = meta_model(plan.source, spec.head.auto_class, len(plan.labels) if plan.labels else None, plan.remote)
+    model = meta_model(plan.source, spec.head_for(plan).auto_class, len(plan.labels) if plan.labels else None, plan.remote)
     try:
         config = peft.PeftConfig.from_pretrained(str(adapter.root))
     except Exception as e:  # noqa: BLE001 - peft raises many kinds for a config its method class refuses

@@ -33,6 +33,7 @@ WHY_NOT: dict[str, str] = {
     "null_policy": "only extractive_qa has a no-answer policy",
     "stride": "only extractive_qa splits long contexts into windows",
     "long_inputs": "its long inputs are truncated (extractive_qa always uses windows)",
+    "yes_no": "only cross_encoder reranks with a causal LM's yes/no answer tokens",
 }
 
 

@@ -46,6 +46,9 @@ class Plan:
     embedding_rows: int | None = None  # the input embedding table's rows, as config.json builds it (None: unchecked)
     adapter: Any = None  # a peft adapter merged into the base (`readout_export.planning.adapter.AdapterSource`)
     remote: Any = None  # the model directory's own code, opted in (`readout_export.planning.remote_code.RemoteCode`)
+    # a yes/no reranker (`readout_export.planning.family_hooks.resolve_yes_no`): {"template": the record's
+    # $.input.template, "yes"/"no": {"token", "token_id"}}; None for every other build
+    yes_no: dict[str, Any] | None = None
 
     @property
     def output_dir(self) -> Path:

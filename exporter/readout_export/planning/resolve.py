@@ -19,7 +19,7 @@ from readout_sdk.targets import target_name as _name
 from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
-from readout_export.planning.family_hooks import readout_hook
+from readout_export.planning.family_hooks import readout_hook, resolve_yes_no
 from readout_export.graph.forms import declared_forms
 from readout_export.planning.manifest import Manifest, resolved_path
 from readout_export.planning.plan import Plan, agree as _agree
@@ -61,6 +61,8 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
     if source is None:  # nothing below can be checked without the model directory
         problems.raise_any()
     plan = Plan(manifest, source, family, 0, "right", spec.truncation_strategy)
+    if "yes_no" in data:  # a yes/no reranker from the start: what its steps load is the causal LM (head_for)
+        plan.yes_no = {}
 
     def side() -> None:
         plan.truncation_side = _agree("$.truncation.side", source.truncation_side,
@@ -92,7 +94,9 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
              ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
              ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
              ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
-             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis else None, ("config",)),
+             # a yes/no reranker's one output is fixed by its hook, not read from its causal LM's config
+             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis and "yes_no" not in data else None,
+              ("config",)),
              ("modules", modules, ()),
              ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
              ("problem_type", problem_type, ()),
@@ -107,6 +111,8 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
              # AutoTokenizer reads config.json: after its sizes are checked (2**31 labels would take 18 GB)
              ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook", "remote_code")),
              ("token_ids", lambda: _check_token_ids(plan), ("tokenizer", "checkpoint")),
+             ("yes_no", (lambda: resolve_yes_no(plan, data["yes_no"])) if "yes_no" in data else None,
+              ("tokenizer", "hook", "max_length")),
              ("min_length", lambda: _check_min_length(plan), ("tokenizer", "hook")),
              ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
               else None, ("max_length", "tokenizer", "hook")),
@@ -134,7 +140,7 @@ def _resolve_remote_code(plan: Plan) -> None:
         plan.notes.append("trust_remote_code is set, but config.json has no auto_map: no code of the model "
                           "directory runs")
     if plan.remote is not None:
-        require_class(plan.remote, get_family(plan.family).head.auto_class, plan.family)
+        require_class(plan.remote, get_family(plan.family).head_for(plan).auto_class, plan.family)
 
 
 def _resolve_adapter(plan: Plan, out: Path | None) -> None:
@@ -169,7 +175,8 @@ def _check_checkpoint(plan: Plan) -> None:
         checkpoint.check_config_sizes(plan.source)
         checkpoint.read_headers([w for w in plan.source.weight_files if w.suffix == ".safetensors"])
         return
-    found = checkpoint.check_checkpoint(plan, spec.head.auto_class, {f.head.auto_class for f in REGISTRY.values()})
+    autos = {h.auto_class for f in REGISTRY.values() for h in (f.head, *f.variant_heads)}
+    found = checkpoint.check_checkpoint(plan, spec.head_for(plan).auto_class, autos)
     plan.embedding_rows = found.embedding_rows
 
 

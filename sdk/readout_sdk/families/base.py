@@ -26,6 +26,7 @@ from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused
 from readout_sdk.families.contract import CONTRACT, PluginInfo
+from readout_sdk.pair_template import PairTemplate, TemplateEncoder, TemplateError
 from readout_sdk.roles import Role, Roles
 from readout_sdk.vector_forms import VectorForm, from_record
 from readout_sdk.windows import owned_rows
@@ -76,6 +77,19 @@ class Context:
         # a channels family's field markers (`Family.input_kind` "channels"), by field
         self.channel_markers: dict[str, str] = {c["field"]: c.get("marker", "")
                                                 for c in record["input"].get("channels") or ()}
+        # a decoder reranker's prompt template (`readout_sdk.pair_template`): pairs are formatted through it
+        self.template: TemplateEncoder | None = None
+        section = record["input"].get("template")
+        if section is not None:
+            try:
+                self.template = TemplateEncoder(PairTemplate.from_section(section), self.encoder.tokenizer,
+                                                self.encoder.max_length, record["input"]["truncation"]["side"])
+            except TemplateError as e:
+                raise AbiError(f"ABI record $.input.template.{e}") from None
+            fixed = self.template.template_tokens()  # what the build counted with this very tokenizer
+            if section.get("tokens") != fixed:
+                raise AbiError(f"ABI record $.input.template.tokens: the record states {section.get('tokens')!r}, "
+                               f"its tokenizer fills {fixed} rows with the template")
         # the declared vector forms by name (`readout_sdk.vector_forms`), under the declared score type
         self.forms: dict[str, VectorForm] = {}
         for k, f in enumerate((record.get("vector_forms") or {}).get("forms") or []):
@@ -131,6 +145,7 @@ class Family:
     aggregations: ClassVar[tuple[str, ...]] = ()  # long-input window aggregations; () = truncation only
     problem_type: ClassVar[str | None] = None     # transformers' config.problem_type it must have
     head: ClassVar[Head]
+    variant_heads: ClassVar[tuple[Head, ...]] = ()  # what a variant loads instead (:meth:`head_for`)
     stages: ClassVar[tuple[str, ...]] = ()        # readout stages after the head, in order (exporter)
     decision: ClassVar[str | None] = None         # the decision rule the record states and this SDK executes
     record_keys: ClassVar[tuple[str, ...]] = ()   # the serving record's keys
@@ -147,6 +162,7 @@ class Family:
     checked_role: ClassVar[str] = "text"          # what a zero-row refusal calls the checked text
     uses_offsets: ClassVar[bool] = False          # its decisions read character offsets (spans, entities)
     takes_roles: ClassVar[bool] = False           # its texts may carry an input role (`readout_sdk.roles`)
+    templated: ClassVar[bool] = False             # its pairs may go through a record-stated prompt template
     role_policies: ClassVar[bool] = False         # a role may also set its length, query expansion, skiplist
     vector_layer: ClassVar[str] = "readout"       # the identity layer its cacheable vectors come from
     stored_cache: ClassVar[str] = "decisions"     # what its serving records hold, as a cache kind (cache_key)
@@ -169,6 +185,11 @@ class Family:
         NaN for an item whose selected rows are all empty (never a finite value from nothing). Used when
         :attr:`stages` is ``("plugin",)``; built-in families compose their stages instead."""
         raise NotImplementedError(f"family {self.name} has no plugin readout module")
+
+    def head_for(self, plan: Any) -> Head:
+        """What the exporter loads for a resolved build plan: :attr:`head`, unless a variant of the family loads
+        another (a yes/no reranker's causal LM, `readout_sdk.families.cross_encoder`)."""
+        return self.head
 
     def declared_dims(self, plan: Any) -> dict[str, int]:
         """The sizes of the outputs' constant axes that a plugin head fixes (``{"dim": d}``), read from its
@@ -221,6 +242,8 @@ class Family:
         want = [o.name for o in self.outputs_for(record["input"].get("long_inputs"))]
         if names != want:
             raise AbiError(f"ABI record $.outputs: family {self.name} fixes outputs {want}, record has {names}")
+        if record["input"].get("template") is not None and not self.templated:
+            raise AbiError(f"ABI record $.input.template: {self.name} applies no prompt template")
         labels = record["output"].get("labels")
         if self.label_axis and labels is not None and len(set(labels)) != len(labels):
             raise AbiError("ABI record $.output.labels: labels repeat")

@@ -1,13 +1,29 @@
-"""cross_encoder: a score per (query, document) pair with the declared score type; rerank sorts by it."""
+"""cross_encoder: a score per (query, document) pair with the declared score type; rerank sorts by it.
+
+A decoder yes/no reranker (Qwen3-Reranker and its kind) is this family too, not a family of its own: its pair
+is formatted through the prompt template its record states (``$.input.template``, `readout_sdk.pair_template`),
+its graph reads a causal LM's last attended row through the two LM-head rows it needs, and its one output is
+``logit("yes") - logit("no")`` (``$.readout.yes_no``), declared ``sigmoid``: ``sigmoid(yes - no)`` is
+``softmax([no, yes])[yes]``. So the caller keeps ``score_pairs``, ``rerank``, HTTP ``/rerank`` and the parity
+metrics of any one-score cross-encoder, and never formats the template.
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from readout_sdk import agreement as A
+from readout_sdk.batching import Prepared
+from readout_sdk.errors import AbiError, InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.pair_template import TemplateError
 from readout_sdk.results import Scored
+
+# what the exporter loads for a yes/no reranker (`CrossEncoderFamily.head_for`): the causal LM as saved
+YES_NO_HEAD = Head("AutoModelForCausalLM", ("logits",), (False,))
+YES_NO_LABELS = ("yes",)  # the one output: the yes token's logit minus the no token's
+YES_NO_SCORE_TYPE = "sigmoid"  # sigmoid(yes - no) = softmax([no, yes])[yes]
 
 
 class CrossEncoderFamily(Family):
@@ -22,12 +38,61 @@ class CrossEncoderFamily(Family):
     score_types = ("sigmoid", "logit", "softmax")
     calls = ("score_pairs", "rerank")
     result = Scored
-    manifest_fields = frozenset({"labels", "score_type"})
+    manifest_fields = frozenset({"labels", "score_type", "yes_no"})
     head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
     decision = "sort by score, descending; ties keep input order"
     metric_names = ("rank_correlation", "topk_agreement", "argmax_agreement")
     record_keys = ("score", "scores", "truncated")
     http_routes = ("/predict", "/rerank")
+    templated = True
+    variant_heads = (YES_NO_HEAD,)
+
+    def head_for(self, plan: Any) -> Head:
+        """A plan naming a yes/no reranker (``plan.yes_no``) loads the causal LM; any other, the classifier head."""
+        return YES_NO_HEAD if getattr(plan, "yes_no", None) is not None else self.head
+
+    def check_record(self, record: Mapping[str, Any]) -> None:
+        """A yes/no reranker's record states its template and its two tokens together, one ``yes`` output
+        declared ``sigmoid``, and no windows (the template heads the one text)."""
+        super().check_record(record)
+        template, yes_no = record["input"].get("template"), record["readout"].get("yes_no")
+        if (template is None) != (yes_no is None):
+            where, other = ("$.readout.yes_no", "$.input.template") if template is None else \
+                ("$.input.template", "$.readout.yes_no")
+            raise AbiError(f"ABI record {where}: a yes/no reranker states {where} and {other} together; the record "
+                           f"states only {other}")
+        if yes_no is None:
+            return
+        out = record["output"]
+        if tuple(out.get("labels") or ()) != YES_NO_LABELS or out.get("score_type") != YES_NO_SCORE_TYPE:
+            raise AbiError(f"ABI record $.output: a yes/no reranker's one output is {list(YES_NO_LABELS)} declared "
+                           f"{YES_NO_SCORE_TYPE!r}, the record states {out.get('labels')} {out.get('score_type')!r}")
+        if (record["input"].get("long_inputs") or {}).get("policy", "truncate") != "truncate":
+            raise AbiError("ABI record $.input.long_inputs: a templated pair is one text; it is truncated, never "
+                           "windowed")
+
+    def input_section(self, plan: Any) -> dict[str, Any]:
+        """A yes/no reranker's ``$.input.template``."""
+        return {"template": dict(plan.yes_no["template"])} if getattr(plan, "yes_no", None) else {}
+
+    def readout_section(self, plan: Any) -> dict[str, Any]:
+        """A yes/no reranker's ``$.readout.yes_no``: its two tokens and ids, and what its output is."""
+        if not getattr(plan, "yes_no", None):
+            return {}
+        return {"yes_no": {"yes": dict(plan.yes_no["yes"]), "no": dict(plan.yes_no["no"]),
+                           "output": "logit_yes_minus_no"}}
+
+    def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True,
+               role: Any = None) -> list[list[Prepared]]:
+        """Pairs through the record's template where it states one (`readout_sdk.pair_template`), else as a
+        tokenizer pair."""
+        if ctx.template is None:
+            return super().encode(ctx, base, items, check, role)
+        try:
+            encoded = ctx.template.encode_batch(items)
+        except TemplateError as e:
+            raise InputRefused(f"items {base}..{base + len(items) - 1}: {e}") from None
+        return [[Prepared((enc, ), cut)] for enc, cut in encoded]
 
     def decide(self, ctx: Context, item: tuple[str, str], outs: list[dict[str, np.ndarray]], parts: Any,
                truncated: bool) -> Scored:
