@@ -156,6 +156,13 @@ def same_fraction(got: Sequence[object], ref: Sequence[object]) -> float:
     return float(np.mean([a == b for a, b in zip(got, ref)])) if len(got) else 1.0
 
 
+def argmax_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> list[bool]:
+    """Per item, whether the candidate's top score is the reference's, reference ties as ties: a candidate
+    whose argmax the reference scores within the tie tolerance of its own maximum picks one of the reference's
+    equal winners (:func:`top_k_agreement` at k=1)."""
+    return [top_k_agreement(g, r, 1) == 1.0 for g, r in zip(got, ref)]
+
+
 def topk_sets_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray], k: int) -> float:
     """The fraction of items whose top-k (by score) the candidate keeps whole, reference ties as ties
     (:func:`top_k_agreement` of 1)."""

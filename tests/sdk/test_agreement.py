@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from readout_sdk.agreement import TIE_TOLERANCE, rank_agreement, tie_groups, top_k_agreement, vector_agreement
+from readout_sdk.agreement import TIE_TOLERANCE, argmax_agree, rank_agreement, tie_groups, top_k_agreement, vector_agreement
 
 
 def _spread(n: int, seed: int) -> np.ndarray:
@@ -92,3 +92,29 @@ def test_duplicated_vectors_pass_vector_agreement_at_float_noise():
     wrong = got.copy()
     wrong[3] = -wrong[3]  # one vector turned around: neighbours really change
     assert vector_agreement(wrong, ref)["knn10_overlap"] < 1
+
+
+def test_argmax_ties_within_noise_agree_and_real_flips_do_not():
+    ref = [np.array([0.4999999, 0.5000001, 0.0]), np.array([0.7, 0.2, 0.1]), np.array([0.3, 0.3, 0.4])]
+    got = [np.array([0.5000002, 0.4999998, 0.0]), np.array([0.2, 0.7, 0.1]), np.array([0.31, 0.29, 0.4])]
+    assert argmax_agree(got, ref) == [True, False, True]
+
+
+def test_a_classifier_tie_is_not_a_flipped_decision():
+    """The family's gate: labels that differ only inside a reference tie agree; an abstention that differs
+    does not, tie or no tie."""
+    from types import SimpleNamespace
+
+    from readout_sdk.families import get
+    from readout_sdk.results import Classification
+
+    fam, ctx = get("sequence_classification"), SimpleNamespace(labels=["a", "b"])
+
+    def decided(pa, label, abstained=False):
+        scores = {"a": pa, "b": 1 - pa}
+        return Classification(None if abstained else label, max(pa, 1 - pa), scores, "probability", (), False,
+                              abstained)
+
+    ref = [decided(0.5000001, "a"), decided(0.9, "a"), decided(0.5000001, "a")]
+    got = [decided(0.4999999, "b"), decided(0.1, "b"), decided(0.4999999, "b", abstained=True)]
+    assert fam.agreement(ctx, got, ref)["argmax_agreement"] == pytest.approx(1 / 3)

@@ -117,8 +117,8 @@ class CrossEncoderFamily(Family):
         k = min(3, len(g))
         m = {"rank_correlation": A.rank_agreement(g, r), "topk_agreement": float(A.top_k_agreement(g, r, k) == 1.0)}
         if len(ctx.labels) > 1:
-            argmax = [int(np.argmax(x.scores)) for x in got], [int(np.argmax(x.scores)) for x in ref]
-            m["argmax_agreement"] = A.same_fraction(*argmax)
+            tied = A.argmax_agree([x.scores for x in got], [x.scores for x in ref])  # ties within noise agree
+            m["argmax_agreement"] = float(np.mean(tied)) if tied else 1.0
         return m
 
     def record(self, r: Scored) -> dict[str, Any]:

@@ -69,7 +69,8 @@ class MultipleChoiceFamily(Family):
         return ctx.scores(outs[0]["logits"])
 
     def agreement(self, ctx: Context, got: list[Choice], ref: list[Choice]) -> dict[str, float]:
-        return {"argmax_agreement": A.same_fraction([g.index for g in got], [r.index for r in ref]),
+        tied = A.argmax_agree([g.scores for g in got], [r.scores for r in ref])  # ties within float noise agree
+        return {"argmax_agreement": float(np.mean(tied)) if tied else 1.0,
                 "topk_agreement": A.topk_sets_agree([g.scores for g in got], [r.scores for r in ref], 2)}
 
     def record(self, r: Choice) -> dict[str, Any]:

@@ -46,9 +46,13 @@ class SequenceClassificationFamily(Family):
                               "probability", top, truncated, abstained)
 
     def agreement(self, ctx: Context, got: list[Classification], ref: list[Classification]) -> dict[str, float]:
-        return {"argmax_agreement": A.same_fraction([g.label for g in got], [r.label for r in ref]),
-                "topk_agreement": A.topk_sets_agree([[g.scores[n] for n in ctx.labels] for g in got],
-                                                    [[r.scores[n] for n in ctx.labels] for r in ref], 2)}
+        gs = [[g.scores[n] for n in ctx.labels] for g in got]
+        rs = [[r.scores[n] for n in ctx.labels] for r in ref]
+        # the same label, or (both deciding) a label the reference ties with its own within float noise
+        same = [g.label == r.label or (g.abstained == r.abstained and tied)
+                for g, r, tied in zip(got, ref, A.argmax_agree(gs, rs))]
+        return {"argmax_agreement": float(np.mean(same)) if same else 1.0,
+                "topk_agreement": A.topk_sets_agree(gs, rs, 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:
         return {"label": r.label, "score": r.score, "scores": dict(r.scores), "truncated": r.truncated,
