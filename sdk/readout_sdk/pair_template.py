@@ -21,6 +21,8 @@ from typing import Any, Mapping, Sequence
 
 from tokenizers import Encoding, Tokenizer
 
+from readout_sdk.errors import SdkError
+
 # Qwen3-Reranker's published template (its model card's ``format_instruction`` and prompt), the default
 QWEN3_PREFIX = ("<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
                 "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n")
@@ -32,7 +34,7 @@ FIELDS = ("instruction", "query", "document")  # what a body may name; query and
 MAX_RECUTS = 16  # re-encodings of one cut pair before it is refused (each removes at least one token)
 
 
-class TemplateError(ValueError):
+class TemplateError(SdkError, ValueError):
     """A template that cannot be applied; the message starts with the template key at fault."""
 
 
