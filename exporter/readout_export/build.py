@@ -81,7 +81,12 @@ def build(manifest_path: str | Path, force: bool = False, progress: Progress | N
     with staged(out, "built") as staging:  # one build per output; what killed builds left is swept
         # again under the lock: a build that held it may have placed this output meanwhile
         check_destination(out, force, {"manifest": plan.manifest.path, "model directory": plan.source.root})
-        result = _build_into(plan, staging, step)
+        from readout_export.family_outputs import MultiPlan, build_multi
+
+        if isinstance(plan, MultiPlan):  # a multi-output manifest: several readouts of one backbone pass
+            result = build_multi(plan, staging, step)
+        else:
+            result = _build_into(plan, staging, step)
         result.seconds = time.monotonic() - start
         step(f"done in {result.seconds:.1f}s")
         (staging / "build.log").write_text("\n".join(log) + "\n", encoding="utf-8")

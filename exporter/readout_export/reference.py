@@ -11,6 +11,7 @@ from readout_sdk.artifact import Artifact, open_artifact, sha256_file
 from readout_sdk.runners import Lifecycle
 
 from readout_parity import ParityError, Reference, Report, run_parity
+from readout_parity.checks import NOT_EVALUATED
 from readout_parity.report import DEFAULT_POSITIONS
 
 REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
@@ -131,7 +132,12 @@ class EagerRunner(Lifecycle):
 def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
     from readout_export.graph.loader import AsSavedCore
+    from readout_sdk.families import multi_output
 
+    if multi_output.is_multi(art.record):  # each output against its published formula, not the exported stages
+        from readout_export.family_outputs import REFERENCE as FORMULAS, FormulaRunner
+
+        return Reference(FormulaRunner(art, verify_source(art)), FORMULAS)
     graph = reference_graph(art, head_as_saved=True)
     names = [o["name"] for o in art.record["outputs"]]
     described = REFERENCE + (", the peft adapter applied unmerged" if art.source.get("adapter") else "")
@@ -147,8 +153,16 @@ def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Seq
     artifact's targets against eager PyTorch (see `run_parity`); reconciliation's checks come first."""
     from readout_export.reconcile import reconcile
 
+    from readout_sdk.families import multi_output
+
     art = open_artifact(path)
-    recon = reconcile(art)
+    if multi_output.is_multi(art.record):  # not re-derived in this release: said so, never a silent pass
+        from readout_export.reconcile import Reconciliation
+
+        recon = Reconciliation(NOT_EVALUATED, str(art.source.get("model", "")), "a multi-output record is not "
+                               "re-derived from its source in this release; each output is gated on the parity grid")
+    else:
+        recon = reconcile(art)
     for line in recon.lines():
         (say or (lambda _m: None))(line)
     reference = eager_reference(art)

@@ -45,7 +45,10 @@ class Manifest:
 
     @property
     def family(self) -> str:
-        return self.data["family"]
+        """The manifest's family; a multi-output manifest (``$.outputs``) states one per output."""
+        from readout_sdk.families.multi_output import NAME
+
+        return self.data.get("family") or NAME
 
     @property
     def base(self) -> Path:
