@@ -52,10 +52,25 @@ class OutputPlan:
         return get_family(self.plan.family)
 
     @property
+    def token_weights(self) -> bool:
+        """Its head file is a token-weight head (a sparse output: ``Linear(width, 1)`` per row, by token id)."""
+        return self.head is not None and self.plan.family == "sparse"
+
+    @property
     def stages(self) -> tuple[str, ...]:
-        if self.head is not None and self.plan.family == "sparse":
-            return SPARSE_STAGES
-        return self.family.stages_for(self.plan.long_inputs)
+        return SPARSE_STAGES if self.token_weights else self.family.stages_for(self.plan.long_inputs)
+
+    def readout_section(self, readout: dict[str, Any], width: int) -> dict[str, Any]:
+        """The record's readout of this output (its family's section, `graph.record.build_record`) with what its
+        head file adds: a token-weight head's activation, zeroed ids and file; a projection head's file."""
+        root = self.plan.source.root
+        if self.token_weights:
+            return readout | {"activation": "relu", "zeroed_ids": self.zeroed_ids,
+                              "term_weights": {"kind": "linear", "file": str(self.head.relative_to(root)), "in": width,
+                                               "out": 1, "bias": True, "placed_at": "row_token_id"}}
+        if self.head is not None:
+            return readout | {"projection_file": str(self.head.relative_to(root))}
+        return readout
 
 
 @dataclass
@@ -217,141 +232,6 @@ def load_linear(path: Path, where: str) -> Any:
     linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
     linear.load_state_dict({"weight": weight, **({"bias": bias} if bias is not None else {})})
     return linear.eval()
-
-
-# ---- graph and record ---------------------------------------------------------------------------------------
-def assemble_multi(plan: MultiPlan) -> tuple[Any, Any]:
-    """One graph: the backbone once (the base output's core), then every output's readout of that pass."""
-    from readout_export.build import assemble
-    from readout_export.graph.loader import load_dense
-    from readout_export.graph.readout import Dense, MultiReadoutGraph, ReadoutGraph
-
-    first, core = assemble(plan.base)
-    config = core.model.config
-    readouts = []
-    tok = plan.base.tokenizer
-    for name, out in plan.outputs.items():
-        if out.plan is plan.base:
-            readouts.append(first)
-            continue
-        p = out.plan
-        token_weight, dense = None, []
-        if out.head is not None and p.family == "sparse":
-            token_weight = load_linear(out.head, f"$.outputs.{name}.head")
-        elif out.head is not None:
-            dense = [Dense(load_linear(out.head, f"$.outputs.{name}.head"), "identity").eval()]
-        else:
-            dense = [load_dense(d) for d in p.dense]
-        readouts.append(ReadoutGraph(out.stages, False, core, first.core_kinds, special_ids=tok.inserted_ids,
-                                     pad_id=tok.pad_id, pooling=p.pooling, rows=p.rows, dense=dense,
-                                     normalize=p.normalize, token_weight=token_weight,
-                                     vocab=int(config.vocab_size), zeroed_ids=out.zeroed_ids).eval())
-    return MultiReadoutGraph(readouts).eval(), core
-
-
-def head_files(plan: MultiPlan) -> list[tuple[str, str]]:
-    """(path relative to the model directory, sha256) of every head file the outputs read."""
-    from readout_sdk.artifact import sha256_file
-
-    root = plan.source.root
-    return [(str(o.head.relative_to(root)), sha256_file(o.head)) for o in plan.outputs.values() if o.head is not None]
-
-
-def multi_record(plan: MultiPlan, records: dict[str, dict[str, Any]], weights: dict[str, Any]) -> dict[str, Any]:
-    """The multi-output record from each output's single-family record (`graph.record.build_record` of its plan):
-    the shared sections once, each output's ``readout`` and ``output`` under ``readouts``, its graph outputs
-    renamed ``<output>.<name>``, and the layered identity over all of it."""
-    from readout_sdk.release.identity import compute as compute_identity
-
-    first = records[next(iter(records))]
-    record = {k: v for k, v in first.items() if k not in ("identity", "readouts")}
-    record["family"] = multi_output.NAME
-    record["outputs"] = [dict(o, name=multi_output.graph_name(name, o["name"]))
-                         for name, r in records.items() for o in r["outputs"]]
-    shared = ("rows", "empty_rows", "padding_rows", "content_excluded_ids")
-    record["readout"] = {k: first["readout"][k] for k in shared} | {"rows": "attention"}
-    record["output"] = {"score_type": multi_output.SCORE_TYPE, "labels": None}
-    record["readouts"] = {}
-    root = plan.source.root
-    for name, r in records.items():
-        out = plan.outputs[name]
-        readout = dict(r["readout"])
-        if out.head is not None and out.plan.family == "sparse":
-            width = r["contextual_state"]["width"]
-            readout |= {"activation": "relu", "zeroed_ids": out.zeroed_ids,
-                        "term_weights": {"kind": "linear", "file": str(out.head.relative_to(root)), "in": width,
-                                         "out": 1, "bias": True, "placed_at": "row_token_id"}}
-        elif out.head is not None:
-            readout["projection_file"] = str(out.head.relative_to(root))
-        record["readouts"][name] = {"family": r["family"], "readout": readout, "output": r["output"]}
-    record["identity"] = compute_identity(record, weights)
-    return record
-
-
-def build_multi(plan: MultiPlan, staging: Path, step: Any) -> Any:
-    """`readout-export build` of a multi-output manifest into ``staging`` (see `readout_export.build`)."""
-    import torch
-
-    from readout_sdk.abi import validate_record
-    from readout_sdk.artifact import sha256_file, write_meta
-    from readout_sdk.release.lifecycle import derive_from
-    from readout_sdk.targets import FP32_GRAPH
-
-    from readout_export.build import BuildResult, _source, _versions
-    from readout_export.graph.architecture import describe
-    from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, example_inputs, export_onnx
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.tokenizer_io import save_tokenizer
-    from readout_export.graph.weights import _combine, file_hashes, plan_digests
-    from readout_export.targets import Production, produce
-
-    base, tok = plan.base, plan.base.tokenizer
-    for note in plan.notes:
-        step(f"note: {note}")
-    tok_sha = save_tokenizer(tok, staging / "tokenizer.json")
-    step(f"loading the backbone from {base.source.transformer_dir} and {len(plan.outputs)} readouts of it")
-    graph, core = assemble_multi(plan)
-    inputs = example_inputs(base.family, tok.backend, tok.pad_id, core.takes_token_types)
-    with torch.no_grad():
-        sample = list(graph(**inputs))
-    dims: dict[str, dict[str, int]] = {}
-    names: list[str] = []
-    for name, out in plan.outputs.items():
-        dims[name] = {}
-        for o in out.family.outputs_for(out.plan.long_inputs):
-            t = sample.pop(0)
-            names.append(multi_output.graph_name(name, o.name))
-            for axis, size in zip(o.axes, t.shape):
-                if axis not in ("batch", "sequence", "choices"):
-                    dims[name][axis] = int(size)
-    heads = head_files(plan)
-    weight_files = file_hashes(base) + heads
-    arch = describe(base)
-    weights = plan_digests(base, arch.prefix)
-    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
-        weights["head"] = _combine(sorted(heads))
-    common = dict(tok_sha=tok_sha)
-    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
-                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=common["tok_sha"],
-                                  source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
-                                  versions=_versions())
-               for name, out in plan.outputs.items()}
-    record = multi_record(plan, records, weights)
-    validate_record(record)
-    step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
-    export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)
-    worst = check_export(graph, inputs, staging / FP32_GRAPH, names)
-    step(f"  matches eager PyTorch: max abs difference {worst:.2g} (limit {EXPORT_TOLERANCE:g})")
-    production = Production(staging, record, step, None)
-    listed = [produce(production, t) for t in base.targets]
-    meta = {"abi": record, "targets": [t.listing() for t in listed],
-            "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-            "source": _source(base, record, weight_files, []),
-            "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
-            "serving": {"min_parity": None}}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
-    write_meta(staging, meta)
-    return BuildResult(plan.output_dir, record, meta["targets"], worst, 0.0, list(plan.notes))
 
 
 # ---- parity reference: BGE-M3's formulas on the checkpoint as saved ---------------------------------------------

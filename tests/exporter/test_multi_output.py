@@ -243,5 +243,5 @@ def test_a_missing_head_file_is_refused_naming_its_path(built, tmp_path):
     manifest["outputs"]["sparse"]["head"] = "sparse_linear.pt"
     manifest["family"] = "embedding"  # one family or several outputs, never both
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ManifestError, match=r"^\$"):
+    with pytest.raises(ManifestError, match=r"^\$\.outputs: a manifest states one family or several outputs, not both"):
         validate(tmp_path / "manifest.json")

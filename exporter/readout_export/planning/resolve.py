@@ -47,10 +47,6 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
     ``kept``: the manifest an artifact keeps, resolved again (its calibration corpus was read at build and
     its ranges are in the record, so it is not read again)."""
     data = manifest.data
-    from readout_export.family_outputs import is_multi, resolve_outputs
-
-    if is_multi(manifest):  # several readouts of one backbone (`readout_export.family_outputs`)
-        return resolve_outputs(manifest, every)  # type: ignore[return-value]
     family = manifest.family
     spec = get_family(family)
     problems = Problems(every)
