@@ -339,6 +339,30 @@ def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[st
     return record
 
 
+def outputs_record(plan: Any, dims: dict[str, dict[str, int]], tok_sha: str,
+                   versions: dict[str, str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight files it hashes (the
+    backbone's and the head files): what build writes and reconciliation re-derives without running the model."""
+    from readout_export.graph.architecture import describe
+    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.graph.weights import _combine, file_hashes, plan_digests
+
+    base, tok = plan.base, plan.base.tokenizer
+    heads = head_files(plan)
+    weight_files = file_hashes(base) + heads
+    arch = describe(base)
+    weights = plan_digests(base, arch.prefix)
+    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
+        weights["head"] = _combine(sorted(heads))
+    # each output's single-family record, as a build of that readout alone writes it
+    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
+                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+                                  source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
+                                  versions=versions)
+               for name, out in plan.outputs.items()}
+    return multi_record(plan, records, weights), weight_files
+
+
 def build_multi(plan: Any, staging: Path, step: Any) -> Any:
     """`build` of a multi-output manifest (`readout_export.family_outputs.MultiPlan`) into ``staging``: the
     onnx fp32 graph with every output, checked against eager PyTorch, and readout.json."""
@@ -346,11 +370,8 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
 
     from readout_sdk.families import multi_output
 
-    from readout_export.graph.architecture import describe
     from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, example_inputs, export_onnx
-    from readout_export.graph.record import build_record, weights_digest
     from readout_export.graph.tokenizer_io import save_tokenizer
-    from readout_export.graph.weights import _combine, file_hashes, plan_digests
     from readout_export.targets import Production, produce
 
     base, tok = plan.base, plan.base.tokenizer
@@ -372,19 +393,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
             for axis, size in zip(o.axes, t.shape):
                 if axis not in ("batch", "sequence", "choices"):
                     dims[name][axis] = int(size)
-    heads = head_files(plan)
-    weight_files = file_hashes(base) + heads
-    arch = describe(base)
-    weights = plan_digests(base, arch.prefix)
-    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
-        weights["head"] = _combine(sorted(heads))
-    # each output's single-family record, as a build of that readout alone writes it
-    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
-                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
-                                  source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
-                                  versions=_versions())
-               for name, out in plan.outputs.items()}
-    record = multi_record(plan, records, weights)
+    record, weight_files = outputs_record(plan, dims, tok_sha, _versions())
     validate_record(record)
     step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
     export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)

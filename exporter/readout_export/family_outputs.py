@@ -75,8 +75,8 @@ class OutputPlan:
 
 @dataclass
 class MultiPlan:
-    """A multi-output manifest resolved: the backbone's plan (the first output that reads the rows as they are)
-    and every output's, in the manifest's order."""
+    """A multi-output manifest resolved: the backbone's plan (the first output, by name, that reads the rows as
+    they are) and every output's, in name order (the graph's order)."""
 
     manifest: Manifest
     base: Plan
@@ -130,7 +130,10 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
     common = {k: v for k, v in data.items() if k != "outputs"}
     outputs: dict[str, OutputPlan] = {}
     base: Plan | None = None
-    for name, spec in data["outputs"].items():  # the schema checked names, families and fields
+    # in name order: a JSON object's key order is no meaning (readout.json keeps the manifest with sorted keys), and
+    # the graph's outputs, the record and the backbone's plan must not depend on it
+    stated = {name: data["outputs"][name] for name in sorted(data["outputs"])}
+    for name, spec in stated.items():  # the schema checked names, families and fields
         if spec.get("head") is None:
             if get_family(spec["family"]).head.auto_class != "AutoModel":
                 raise ManifestError(f"$.outputs.{name}.head", f"a {spec['family']} output of a multi-output artifact "
@@ -149,10 +152,10 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
         raise ManifestError("$.outputs", "a multi-output artifact needs one output that reads the backbone's rows as "
                                          "they are (an embedding, e.g. BGE-M3's dense CLS vector): its plan is the "
                                          "backbone's")
-    for name, spec in data["outputs"].items():
+    for name, spec in stated.items():
         if spec.get("head") is not None:
             outputs[name] = _head_output(manifest, base, name, spec)
-    ordered = {name: outputs[name] for name in data["outputs"]}
+    ordered = {name: outputs[name] for name in stated}
     base.notes.append(f"multi-output: {', '.join(f'{n} ({o.plan.family})' for n, o in ordered.items())}, one "
                       "backbone pass")
     return MultiPlan(manifest, base, ordered)

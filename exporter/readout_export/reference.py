@@ -11,7 +11,6 @@ from readout_sdk.artifact import Artifact, open_artifact, sha256_file
 from readout_sdk.runners import Lifecycle
 
 from readout_parity import ParityError, Reference, Report, run_parity
-from readout_parity.checks import NOT_EVALUATED
 from readout_parity.report import DEFAULT_POSITIONS
 
 REFERENCE = "eager PyTorch fp32, each example alone, unpadded"
@@ -153,16 +152,8 @@ def check_parity(path: str | Path, corpus: str | Path | None = None, widths: Seq
     artifact's targets against eager PyTorch (see `run_parity`); reconciliation's checks come first."""
     from readout_export.reconcile import reconcile
 
-    from readout_sdk.families import multi_output
-
     art = open_artifact(path)
-    if multi_output.is_multi(art.record):  # not re-derived in this release: said so, never a silent pass
-        from readout_export.reconcile import Reconciliation
-
-        recon = Reconciliation(NOT_EVALUATED, str(art.source.get("model", "")), "a multi-output record is not "
-                               "re-derived from its source in this release; each output is gated on the parity grid")
-    else:
-        recon = reconcile(art)
+    recon = reconcile(art)
     for line in recon.lines():
         (say or (lambda _m: None))(line)
     reference = eager_reference(art)

@@ -22,7 +22,7 @@ TEXTS = ["hello", "The quick brown fox jumps over the lazy dog.",
          "Retrieval systems index documents so that queries find them quickly, and multi-vector models keep one "
          "vector per token while sparse vectors weigh the words a text contains.",
          "café", "What is the capital of France?", "Paris"]
-OUTPUTS = ("dense", "sparse", "multi_vector")
+OUTPUTS = ("dense", "multi_vector", "sparse")  # in name order: a JSON object's key order means nothing
 
 
 def _prepare():
@@ -92,13 +92,13 @@ def test_the_record_states_each_output_with_its_familys_meaning(built):
 
     record = open_artifact(built[1]).record
     assert record["family"] == multi_output.NAME and record["output"]["score_type"] == "per_output"
-    assert [o["name"] for o in record["outputs"]] == ["dense.embeddings", "sparse.sparse_weights",
-                                                      "multi_vector.token_vectors", "multi_vector.token_mask"]
+    assert [o["name"] for o in record["outputs"]] == ["dense.embeddings", "multi_vector.token_vectors",
+                                                      "multi_vector.token_mask", "sparse.sparse_weights"]
     parts = multi_output.readouts(record)
     assert list(parts) == list(OUTPUTS)
     assert {n: p.family.name for n, p in parts.items()} == {"dense": "embedding", "sparse": "sparse",
                                                            "multi_vector": "late_interaction"}
-    dense, sparse, multi = (parts[n].record["readout"] for n in OUTPUTS)
+    dense, multi, sparse = (parts[n].record["readout"] for n in OUTPUTS)
     assert dense["pooling"] == ["cls"] and dense["normalize"] == "l2"
     assert sparse["activation"] == "relu" and sparse["term_weights"]["file"] == "sparse_linear.pt"
     assert sparse["zeroed_ids"] == [0, 1, 2, 3]  # <s>, <pad>, </s>, <unk> in XLM-R's layout
@@ -155,6 +155,8 @@ def test_parity_gates_every_output_with_its_own_familys_metrics(built):
 
     report = check_parity(built[1], widths=(1, 3))
     assert report.exit_code() == 0, [c for c in report.checks if c.decision == "FAIL"]
+    # the record re-derived from the source and the kept manifest: every semantic field, each readout's included
+    assert [c.decision for c in report.checks if c.target == "reconciliation"] == ["PASS"]
     for output, metric in (("dense", "min_cosine"), ("sparse", "term_overlap"), ("multi_vector", "maxsim_error")):
         rows = [c for c in report.checks if c.output == output and c.target == "onnx-fp32"]
         assert any(c.metric == metric and c.decision == "PASS" for c in rows), (output, rows)
@@ -191,8 +193,8 @@ def test_the_graph_runs_the_backbone_once(built):
     assert len(embeddings) == 1
     assert sum(embeddings[0] in n.input for n in graph.node) == 1
     assert sum(n.op_type == "Softmax" for n in graph.node) == config["num_hidden_layers"]
-    assert [o.name for o in graph.output] == ["dense.embeddings", "sparse.sparse_weights",
-                                              "multi_vector.token_vectors", "multi_vector.token_mask"]
+    assert [o.name for o in graph.output] == ["dense.embeddings", "multi_vector.token_vectors",
+                                              "multi_vector.token_mask", "sparse.sparse_weights"]
 
 
 def test_http_serves_each_output_on_its_route_as_the_sdk(built, engine):
@@ -221,7 +223,7 @@ def test_http_serves_each_output_on_its_route_as_the_sdk(built, engine):
             for got, w in zip(rows, tokens):
                 np.testing.assert_allclose(got, w.vectors, atol=1e-6)
         refused = client.post("/predict", json={"inputs": "x"})
-        assert refused.status_code == 422 and "holds the outputs dense, sparse, multi_vector" in refused.text
+        assert refused.status_code == 422 and "holds the outputs dense, multi_vector, sparse" in refused.text
         assert client.get("/info").json()["outputs"] == list(OUTPUTS)
 
 
