@@ -204,8 +204,8 @@ class Engine:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """The names of a multi-output artifact's readouts (e.g. ``dense``, ``sparse``, ``multi_vector``), in
-        the record's order; () for an artifact with one readout."""
+        """The names of a multi-output artifact's readouts (e.g. ``dense``, ``multi_vector``, ``sparse``), in
+        the order of its graph outputs (by name); () for an artifact with one readout."""
         return tuple(self._parts)
 
     def output(self, name: str) -> "Engine":
@@ -238,6 +238,9 @@ class Engine:
         the input (its prompt and policy): a query's vector and a document's are different values of the
         same text, while roles that change nothing (sentence-transformers' empty prompts) share one key. ``form``: vectors in a declared vector form
         (its key changes with its width, precision and ranges, not with the other forms)."""
+        if self._parts:  # the readouts' values differ for one text: each keys its own
+            raise WrongCall(f"this artifact holds several outputs ({', '.join(self._parts)}): key one of them, "
+                            "engine.output(name).cache_key(...)")
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")

@@ -148,6 +148,8 @@ def test_each_output_through_its_own_engine_and_the_wrong_call_refused(engine):
         engine.output("colbert")
     # the same text's dense and sparse values are different values: their cache keys differ
     assert engine.output("dense").cache_key("vectors") != engine.output("sparse").cache_key("vectors")
+    with pytest.raises(WrongCall, match=r"key one of them, engine.output\(name\).cache_key"):
+        engine.cache_key("vectors")
 
 
 def test_parity_gates_every_output_with_its_own_familys_metrics(built):
@@ -247,3 +249,20 @@ def test_a_missing_head_file_is_refused_naming_its_path(built, tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ManifestError, match=r"^\$\.outputs: a manifest states one family or several outputs, not both"):
         validate(tmp_path / "manifest.json")
+
+
+def test_each_readouts_sections_are_part_of_the_release_identity(built):
+    """A readout's fields are meaning: changing one changes its layer and the release id (what reconciliation and
+    every cache key rest on)."""
+    from readout_sdk.artifact import open_artifact
+    from readout_sdk.release.identity import compute
+
+    record = json.loads(json.dumps(open_artifact(built[1]).record))
+    weights = record["identity"]["weights"]
+    assert compute(record, weights) == record["identity"]
+    for section, key, value in (("readout", "zeroed_ids", [0, 2]), ("output", "vocab", 7),
+                                ("readout", "rows", "attention")):
+        changed = json.loads(json.dumps(record))
+        part = "sparse" if key != "rows" else "multi_vector"
+        changed["readouts"][part][section][key] = value
+        assert compute(changed, weights)["release_id"] != record["identity"]["release_id"], (part, key)
