@@ -31,7 +31,6 @@ from readout_export.planning.source import DenseSpec
 # what a multi-output manifest may state besides $.outputs (each output states its own readout)
 FIELDS = frozenset({"schema", "name", "model", "output_dir", "max_length", "truncation", "targets", "opset",
                     "outputs"})
-FAMILIES = ("embedding", "sparse", "late_interaction")  # readouts an output may be (the manifest schema's enum)
 HEAD_FAMILIES = ("sparse", "late_interaction")  # those whose head may be a file of the model directory
 SPARSE_STAGES = ("token_weight", "relu", "max_by_token_id")  # `readout_export.graph.readout.ReadoutGraph._finish`
 UNUSED_TOKENS = ("cls", "sep", "pad", "unk")  # BGE-M3's unused_tokens: cls, eos (XLM-R's </s>, its sep), pad, unk
@@ -133,7 +132,15 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
     # in name order: a JSON object's key order is no meaning (readout.json keeps the manifest with sorted keys), and
     # the graph's outputs, the record and the backbone's plan must not depend on it
     stated = {name: data["outputs"][name] for name in sorted(data["outputs"])}
-    for name, spec in stated.items():  # the schema checked names, families and fields
+    for name, spec in stated.items():  # the schema checked names, families and fields; which apply is the family's
+        fam = get_family(spec["family"])
+        for key in spec.get("readout") or {}:
+            if key not in fam.readout_fields:
+                raise ManifestError(f"$.outputs.{name}.readout.{key}", f"does not apply to family {fam.name}")
+        if "score_type" in spec and "score_type" not in fam.manifest_fields:
+            raise ManifestError(f"$.outputs.{name}.score_type", f"does not apply to family {fam.name}: its score type "
+                                                                "is fixed by the family")
+    for name, spec in stated.items():
         if spec.get("head") is None:
             if get_family(spec["family"]).head.auto_class != "AutoModel":
                 raise ManifestError(f"$.outputs.{name}.head", f"a {spec['family']} output of a multi-output artifact "
@@ -178,9 +185,6 @@ def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]
         raise ManifestError(f"{where}.head", f"{path.name} maps {weight.shape[1]} features, the backbone's rows have "
                                              f"{width}")
     readout = spec.get("readout") or {}
-    if "score_type" in spec and spec["score_type"] not in get_family(family).score_types:
-        raise ManifestError(f"{where}.score_type", f"expected one of {list(get_family(family).score_types)}, got "
-                                                   f"{spec['score_type']!r}")
     plan = dataclasses.replace(base, family=family, pooling=None, dense=[], normalize="none",
                                score_type=get_family(family).score_types[0], notes=base.notes)
     zeroed: list[int] = []
@@ -192,15 +196,13 @@ def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]
             if key in readout and readout[key] not in allowed:
                 raise ManifestError(f"{where}.readout.{key}", f"a token-weight sparse head takes the max over "
                                                               f"attended rows; got {readout[key]!r}")
-        if "normalize" in readout:
-            raise ManifestError(f"{where}.readout.normalize", "does not apply to a sparse output")
         plan.pooling, plan.rows = ["max"], "attention"
         special = base.tokenizer.special_ids
         zeroed = sorted({special[k] for k in UNUSED_TOKENS if k in special} | {base.tokenizer.pad_id})
     else:
-        if readout.get("normalize", "l2") != "l2" or "pooling" in readout:
-            bad = "normalize" if readout.get("normalize", "l2") != "l2" else "pooling"
-            raise ManifestError(f"{where}.readout.{bad}", "late_interaction keeps every row, L2-normalized")
+        if readout.get("normalize", "l2") != "l2":
+            raise ManifestError(f"{where}.readout.normalize", "late_interaction scores by MaxSim over unit vectors: "
+                                                              "expected 'l2'")
         plan.rows = readout.get("rows", "attention")
         plan.normalize = "l2"
         plan.dense = [DenseSpec(path, width, int(weight.shape[0]), bias is not None, "identity")]

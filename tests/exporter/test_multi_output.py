@@ -245,6 +245,12 @@ def test_a_missing_head_file_is_refused_naming_its_path(built, tmp_path):
     with pytest.raises(ManifestError, match=r"^\$\.outputs\.sparse\.head: colbert_linear\.pt is Linear\(32, 32\)"):
         validate(tmp_path / "manifest.json")
     manifest["outputs"]["sparse"]["head"] = "sparse_linear.pt"
+    manifest["outputs"]["multi_vector"]["readout"]["pooling"] = "mean"  # a field its family does not take
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match=r"^\$\.outputs\.multi_vector\.readout\.pooling: does not apply to family "
+                                            r"late_interaction"):
+        validate(tmp_path / "manifest.json")
+    del manifest["outputs"]["multi_vector"]["readout"]["pooling"]
     manifest["family"] = "embedding"  # one family or several outputs, never both
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ManifestError, match=r"^\$\.outputs: a manifest states one family or several outputs, not both"):
