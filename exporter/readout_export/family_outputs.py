@@ -317,8 +317,11 @@ class FormulaRunner:
             mask[skip:] = 1
             return {"token_vectors": rows, "token_mask": mask}
         pooling = ro.get("pooling") or []
-        if pooling != ["cls"]:
-            raise NotImplementedError(f"the formula reference pools by cls only, {name} pools by {pooling}")
+        if pooling != ["cls"]:  # BGE-M3's dense formula; another pooling has no published formula here
+            from readout_parity import ParityError
+
+            raise ParityError(f"readout.json $.abi.readouts.{name}.readout.pooling: the multi-output parity reference "
+                              f"implements BGE-M3's CLS pooling, not {pooling}")
         v = h[0, 0]  # dense = the CLS row
         if ro.get("normalize") == "l2":
             v = F.normalize(v, dim=-1)
