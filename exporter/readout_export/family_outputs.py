@@ -45,6 +45,7 @@ class OutputPlan:
     plan: Plan
     head: Path | None = None
     zeroed_ids: list[int] = field(default_factory=list)
+    head_bias: bool = True  # whether the head file's Linear has a bias
 
     @property
     def family(self) -> Any:
@@ -66,7 +67,7 @@ class OutputPlan:
         if self.token_weights:
             return readout | {"activation": "relu", "zeroed_ids": self.zeroed_ids,
                               "term_weights": {"kind": "linear", "file": str(self.head.relative_to(root)), "in": width,
-                                               "out": 1, "bias": True, "placed_at": "row_token_id"}}
+                                               "out": 1, "bias": self.head_bias, "placed_at": "row_token_id"}}
         if self.head is not None:
             return readout | {"projection_file": str(self.head.relative_to(root))}
         return readout
@@ -206,7 +207,7 @@ def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]
         plan.rows = readout.get("rows", "attention")
         plan.normalize = "l2"
         plan.dense = [DenseSpec(path, width, int(weight.shape[0]), bias is not None, "identity")]
-    return OutputPlan(name, plan, path, zeroed)
+    return OutputPlan(name, plan, path, zeroed, bias is not None)
 
 
 def _linear_state(path: Path, where: str) -> tuple[Any, Any]:
