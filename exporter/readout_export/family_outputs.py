@@ -122,11 +122,13 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
             raise ManifestError(f"$.{key}", f"does not apply to a multi-output manifest ($.outputs); a multi-output "
                                             f"artifact takes {sorted(FIELDS - {'outputs'})} and each output its own "
                                             "readout")
+    from readout_sdk.targets import FP32_GRAPH, kind_of
+
     for i, t in enumerate(data.get("targets") or []):
-        if (t.get("format"), t.get("precision"), t.get("runtime")) not in (("onnx", "fp32", None),
-                                                                           ("onnx", "fp32", "onnxruntime")):
+        kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))  # the schema checked the words
+        if kind is None or kind.file != FP32_GRAPH:
             raise ManifestError(f"$.targets[{i}]", "a multi-output artifact is built as its onnx fp32 graph in this "
-                                                   "release")
+                                                   "release (targets that run that graph only)")
     common = {k: v for k, v in data.items() if k != "outputs"}
     outputs: dict[str, OutputPlan] = {}
     base: Plan | None = None

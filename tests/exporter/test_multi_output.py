@@ -251,6 +251,11 @@ def test_a_missing_head_file_is_refused_naming_its_path(built, tmp_path):
                                             r"late_interaction"):
         validate(tmp_path / "manifest.json")
     del manifest["outputs"]["multi_vector"]["readout"]["pooling"]
+    manifest["targets"] = [{"format": "onnx", "precision": "fp32"}, {"format": "onnx", "precision": "int8"}]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match=r"^\$\.targets\[1\]: a multi-output artifact is built as its onnx fp32 graph"):
+        validate(tmp_path / "manifest.json")
+    del manifest["targets"]
     manifest["family"] = "embedding"  # one family or several outputs, never both
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ManifestError, match=r"^\$\.outputs: a manifest states one family or several outputs, not both"):
