@@ -72,6 +72,8 @@ def _families_of(path: str) -> str:
     from readout_sdk.families import REGISTRY
 
     top = path.split(".")[0].split("[")[0]
+    if top == "outputs":  # instead of family: several readouts of one backbone
+        return "[multi-output](../families/multi_output.md)"
     if top in COMMON_FIELDS:
         return "all"
     if top == "readout" and "." in path:

@@ -45,8 +45,11 @@ def validate(manifest_path: str | Path, force: bool | None = None, every: bool =
     loads weights, the same functions (`resolve`), so that what build would refuse validate refuses. ``force``: as build's; None (the
     `validate` command) notes an existing artifact instead of refusing it. ``every``: report every
     independent problem at once (a ManifestProblems) instead of stopping at the first."""
+    from readout_export.family_outputs import is_multi, resolve_outputs
+
     manifest = load_manifest(manifest_path, every)
-    plan = guarded(lambda: resolve(manifest, every))
+    # several readouts of one backbone (`readout_export.family_outputs`), each output resolved by `resolve`
+    plan = guarded(lambda: resolve_outputs(manifest, every) if is_multi(manifest) else resolve(manifest, every))
     plan.notes += check_destination(plan.output_dir, force, {"manifest": manifest.path,
                                                              "model directory": plan.source.root})
     return plan
@@ -81,7 +84,12 @@ def build(manifest_path: str | Path, force: bool = False, progress: Progress | N
     with staged(out, "built") as staging:  # one build per output; what killed builds left is swept
         # again under the lock: a build that held it may have placed this output meanwhile
         check_destination(out, force, {"manifest": plan.manifest.path, "model directory": plan.source.root})
-        result = _build_into(plan, staging, step)
+        from readout_export.family_outputs import MultiPlan
+
+        if isinstance(plan, MultiPlan):  # a multi-output manifest: several readouts of one backbone pass
+            result = build_multi(plan, staging, step)
+        else:
+            result = _build_into(plan, staging, step)
         result.seconds = time.monotonic() - start
         step(f"done in {result.seconds:.1f}s")
         (staging / "build.log").write_text("\n".join(log) + "\n", encoding="utf-8")
@@ -268,3 +276,136 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     if not any(t["file"] == fp32_name for t in targets):
         (staging / fp32_name).unlink()
     return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))
+
+
+# ---- multi-output artifacts (`readout_export.family_outputs`): one graph, one backbone pass, several readouts ----
+def assemble_multi(plan: Any) -> tuple[Any, Any]:
+    """One graph: the backbone once (the base output's core), then every output's readout of that pass."""
+    from readout_export.family_outputs import load_linear
+    from readout_export.graph.loader import load_dense
+    from readout_export.graph.readout import Dense, MultiReadoutGraph, ReadoutGraph
+
+    first, core = assemble(plan.base)
+    config = core.model.config
+    readouts = []
+    tok = plan.base.tokenizer
+    for name, out in plan.outputs.items():
+        if out.plan is plan.base:
+            readouts.append(first)
+            continue
+        p = out.plan
+        token_weight, dense = None, []
+        if out.token_weights:
+            token_weight = load_linear(out.head, f"$.outputs.{name}.head")
+        elif out.head is not None:
+            dense = [Dense(load_linear(out.head, f"$.outputs.{name}.head"), "identity").eval()]
+        else:
+            dense = [load_dense(d) for d in p.dense]
+        readouts.append(ReadoutGraph(out.stages, False, core, first.core_kinds, special_ids=tok.inserted_ids,
+                                     pad_id=tok.pad_id, pooling=p.pooling, rows=p.rows, dense=dense,
+                                     normalize=p.normalize, token_weight=token_weight,
+                                     vocab=int(config.vocab_size), zeroed_ids=out.zeroed_ids).eval())
+    return MultiReadoutGraph(readouts).eval(), core
+
+
+def head_files(plan: Any) -> list[tuple[str, str]]:
+    """(path relative to the model directory, sha256) of every head file the outputs read."""
+    from readout_sdk.artifact import sha256_file
+
+    root = plan.source.root
+    return [(str(o.head.relative_to(root)), sha256_file(o.head)) for o in plan.outputs.values() if o.head is not None]
+
+
+def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, Any]) -> dict[str, Any]:
+    """The multi-output record from each output's single-family record (`graph.record.build_record` of its plan):
+    the shared sections once, each output's ``readout`` and ``output`` under ``readouts``, its graph outputs
+    renamed ``<output>.<name>``, and the layered identity over all of it."""
+    from readout_sdk.families import multi_output
+    from readout_sdk.release.identity import compute as compute_identity
+
+    first = records[next(iter(records))]
+    record = {k: v for k, v in first.items() if k not in ("identity", "readouts")}
+    record["family"] = multi_output.NAME
+    record["outputs"] = [dict(o, name=multi_output.graph_name(name, o["name"]))
+                         for name, r in records.items() for o in r["outputs"]]
+    shared = ("rows", "empty_rows", "padding_rows", "content_excluded_ids")
+    record["readout"] = {k: first["readout"][k] for k in shared} | {"rows": "attention"}
+    record["output"] = {"score_type": multi_output.SCORE_TYPE, "labels": None}
+    record["readouts"] = {name: {"family": r["family"], "output": r["output"],
+                                 "readout": plan.outputs[name].readout_section(dict(r["readout"]),
+                                                                               r["contextual_state"]["width"])}
+                          for name, r in records.items()}
+    record["identity"] = compute_identity(record, weights)
+    return record
+
+
+def outputs_record(plan: Any, dims: dict[str, dict[str, int]], tok_sha: str,
+                   versions: dict[str, str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight files it hashes (the
+    backbone's and the head files): what build writes and reconciliation re-derives without running the model."""
+    from readout_export.graph.architecture import describe
+    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.graph.weights import _combine, file_hashes, plan_digests
+
+    base, tok = plan.base, plan.base.tokenizer
+    heads = head_files(plan)
+    weight_files = file_hashes(base) + heads
+    arch = describe(base)
+    weights = plan_digests(base, arch.prefix)
+    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
+        weights["head"] = _combine(sorted(heads))
+    # each output's single-family record, as a build of that readout alone writes it
+    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
+                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+                                  source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
+                                  versions=versions)
+               for name, out in plan.outputs.items()}
+    return multi_record(plan, records, weights), weight_files
+
+
+def build_multi(plan: Any, staging: Path, step: Any) -> Any:
+    """`build` of a multi-output manifest (`readout_export.family_outputs.MultiPlan`) into ``staging``: the
+    onnx fp32 graph with every output, checked against eager PyTorch, and readout.json."""
+    import torch
+
+    from readout_sdk.families import multi_output
+
+    from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, example_inputs, export_onnx
+    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.targets import Production, produce
+
+    base, tok = plan.base, plan.base.tokenizer
+    for note in plan.notes:
+        step(f"note: {note}")
+    tok_sha = save_tokenizer(tok, staging / "tokenizer.json")
+    step(f"loading the backbone from {base.source.transformer_dir} and {len(plan.outputs)} readouts of it")
+    graph, core = assemble_multi(plan)
+    inputs = example_inputs(base.family, tok.backend, tok.pad_id, core.takes_token_types)
+    with torch.no_grad():
+        sample = list(graph(**inputs))
+    dims: dict[str, dict[str, int]] = {}
+    names: list[str] = []
+    for name, out in plan.outputs.items():
+        dims[name] = {}
+        for o in out.family.outputs_for(out.plan.long_inputs):
+            t = sample.pop(0)
+            names.append(multi_output.graph_name(name, o.name))
+            for axis, size in zip(o.axes, t.shape):
+                if axis not in ("batch", "sequence", "choices"):
+                    dims[name][axis] = int(size)
+    record, weight_files = outputs_record(plan, dims, tok_sha, _versions())
+    validate_record(record)
+    step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
+    export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)
+    worst = check_export(graph, inputs, staging / FP32_GRAPH, names)
+    step(f"  matches eager PyTorch: max abs difference {worst:.2g} (limit {EXPORT_TOLERANCE:g})")
+    production = Production(staging, record, step, None)
+    listed = [produce(production, t) for t in base.targets]
+    meta = {"abi": record, "targets": [t.listing() for t in listed],
+            "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
+            "source": _source(base, record, weight_files, []),
+            "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
+            "serving": {"min_parity": None}}
+    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
+    write_meta(staging, meta)
+    return BuildResult(plan.output_dir, record, meta["targets"], worst, 0.0, list(plan.notes))

@@ -20,6 +20,7 @@ from readout_parity.checks import FAIL, NOT_EVALUATED, PASS, Check
 from readout_sdk.artifact import Artifact, sha256_file
 from readout_sdk.calibration import DECISION_KEYS, overlay
 from readout_sdk.families import get as get_family
+from readout_sdk.families import multi_output
 from readout_sdk.release.identity import LAYERS, layer_fields
 
 from readout_export.errors import BuildError, ManifestError
@@ -125,6 +126,28 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
                         adapter_sha256=weights_digest(adapter_file_hashes(plan)) if plan.adapter is not None else None)
 
 
+def derived_multi(art: Artifact, root: Path) -> dict[str, Any]:
+    """:func:`derived_record` of a multi-output artifact: its kept manifest resolved again
+    (`readout_export.family_outputs`), each output's constant axes from the source's config and head files."""
+    from readout_export.build import outputs_record
+    from readout_export.family_outputs import resolve_outputs
+    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.planning.manifest import Manifest
+
+    data = dict(art.extra.get("build", {}).get("manifest") or {})
+    if not data:
+        raise BuildError("readout.json keeps no build manifest; rebuild the artifact with this readout-export")
+    data |= {"model": str(root), "output_dir": str(art.path.parent / f".{art.path.name}.reconcile")}
+    plan = resolve_outputs(Manifest(data, art.path / "manifest.json"))
+    with tempfile.TemporaryDirectory(prefix="readout-reconcile-") as tmp:
+        tok_sha = save_tokenizer(plan.tokenizer, Path(tmp) / "tokenizer.json")
+    width, vocab = int(plan.source.config["hidden_size"]), int(plan.source.config["vocab_size"])
+    dims = {name: {"vocab": vocab, "dim": out.plan.dense[-1].out_features if out.plan.dense else
+                   width * len(out.plan.pooling or [None])} for name, out in plan.outputs.items()}
+    versions = {k: art.record["provenance"].get(k, "") for k in ("torch", "transformers", "onnx")}
+    return outputs_record(plan, dims, tok_sha, versions)[0]
+
+
 def compare(artifact: dict[str, Any], derived: dict[str, Any]) -> list[FieldCheck]:
     """Every semantic field of both records (layer by layer), plus the weights and source tokenizer hashes."""
     a_id, d_id = artifact.get("identity") or {}, derived["identity"]
@@ -152,7 +175,7 @@ def reconcile(art: Artifact) -> Reconciliation:
                               f"source model {where or '(none recorded)'} (readout.json source.model) is not on "
                               "this machine; reconciliation needs it")
     try:
-        derived = derived_record(art, root)
+        derived = derived_multi(art, root) if multi_output.is_multi(art.record) else derived_record(art, root)
     except (ManifestError, BuildError) as e:
         return Reconciliation(FAIL, where, f"the kept build manifest no longer resolves against the source: {e}")
     except Exception as e:  # noqa: BLE001 - anything else is a FAIL naming it, never a crash of parity

@@ -131,7 +131,12 @@ class EagerRunner(Lifecycle):
 def eager_reference(art: Artifact) -> Reference:
     """Eager PyTorch as the parity reference, with transformers' default position ids reported beside it."""
     from readout_export.graph.loader import AsSavedCore, YesNoAsSavedCore
+    from readout_sdk.families import multi_output
 
+    if multi_output.is_multi(art.record):  # each output against its published formula, not the exported stages
+        from readout_export.family_outputs import REFERENCE as FORMULAS, FormulaRunner
+
+        return Reference(FormulaRunner(art, verify_source(art)), FORMULAS)
     graph = reference_graph(art, head_as_saved=True)
     names = [o["name"] for o in art.record["outputs"]]
     described = REFERENCE + (", the peft adapter applied unmerged" if art.source.get("adapter") else "")

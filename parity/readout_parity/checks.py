@@ -28,6 +28,12 @@ class Check:
     decision: str        # PASS, FAIL or NOT_EVALUATED
     reference: str       # what the value was measured against
     reason: str = ""     # why NOT_EVALUATED, or where the worst case was
+    output: str = ""     # the readout measured, in a multi-output artifact (`readout_sdk.families.multi_output`)
+
+    @property
+    def label(self) -> str:
+        """The metric as a report names it: ``sparse:term_overlap`` for one output of several."""
+        return f"{self.output}:{self.metric}" if self.output else self.metric
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

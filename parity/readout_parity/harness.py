@@ -9,7 +9,7 @@ metrics are the family's own (`readout_sdk.families`): the same encoder, windows
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,7 +19,7 @@ from readout_sdk.artifact import Artifact, open_artifact
 from readout_sdk.backend import machine_id
 from readout_sdk.batching import SIDES, Prepared, feed_for, regroup, split_rows
 from readout_sdk.errors import DeviceUnavailable
-from readout_sdk.families import Context, Family, get
+from readout_sdk.families import Context, Family, get, multi_output
 from readout_sdk.runners import Runner
 from readout_sdk.targets import ways_to_run
 
@@ -127,11 +127,11 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     start = time.monotonic()
     art: Artifact = open_artifact(path)
     record = art.record
-    fam: Family = get(record["family"])
+    views = _views(art)  # one per readout: a multi-output artifact's each gated by its own family
+    _, fam, ctx, _ = views[0]  # every readout of one artifact reads the same inputs
     raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
     # each distinct item once: a duplicate has the reference's very vector, a tie no neighbour ranking can order
     items, duplicates = distinct_items([fam.check_item(i, x) for i, x in enumerate(raw)])
-    ctx = Context(record, art.path / art.tokenizer_file)
     # every distinct input policy of the declared roles (each prepends its prompt and may exclude its rows from
     # pooling), once: roles whose prompts change nothing answer to their names but are one input
     policies = ctx.roles.distinct()
@@ -145,7 +145,8 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     try:
         say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
         ref = regroup(run_units(reference.runner, record, units, "right", 1), groups)
-        ref_decided = fam.decisions(ctx, items, ref, groups)  # once; every grid cell compares with it
+        # once per readout; every grid cell compares with it
+        ref_decided = [v_fam.decisions(v_ctx, items, mine(ref), groups) for _, v_fam, v_ctx, mine in views]
         overrides = overrides_manifest(art).get("parity")
         checks: list[Check] = []
         measurements: list[dict[str, Any]] = []
@@ -165,32 +166,37 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                     checks.append(not_evaluated(tname, provider, str(e)))
                     continue
                 provider = runner.execution.get("provider", provider)  # what runs (TensorRT's provider leads on CUDA)
-                worst: dict[str, tuple[float, str]] = {}
+                worst: list[dict[str, tuple[float, str]]] = [{} for _ in views]
                 try:
                     for side in SIDES:
                         for width in widths:
                             say(f"{tname} on {provider}: {side} padding, batch {width}")
                             got = regroup(run_units(runner, record, units, side, width), groups)
-                            _worst(worst, fam.metrics(ctx, items, got, ref, groups, ref_decided),
-                                   f"{side} padding, batch {width}")
+                            for k, (_, v_fam, v_ctx, mine) in enumerate(views):
+                                _worst(worst[k], v_fam.metrics(v_ctx, items, mine(got), mine(ref), groups,
+                                                               ref_decided[k]), f"{side} padding, batch {width}")
                 finally:
                     runner.close()
-                budgets = target_budgets(target, overrides, fam)
-                gated = 0
-                for metric, (value, where) in sorted(worst.items()):
-                    if metric in budgets:
-                        checks.append(decide(tname, provider, metric, value, budgets[metric], reference.label, where))
-                        gated += 1
-                    else:
-                        measurements.append({"target": tname, "provider": provider, "metric": metric,
-                                             "measured": value, "worst_case": where, "gated": False})
-                if not gated:  # ran, but nothing was gated: never a silent pass
-                    checks.append(not_evaluated(tname, provider, f"no metric of {fam.name} has a budget at "
-                                                f"{target.precision} (measured: {', '.join(sorted(worst))})"))
+                for k, (output, v_fam, _, _) in enumerate(views):  # each readout gated on its own: one row each
+                    budgets = target_budgets(target, overrides if output is None else None, v_fam)
+                    gated = 0
+                    for metric, (value, where) in sorted(worst[k].items()):
+                        if metric in budgets:
+                            checks.append(replace(decide(tname, provider, metric, value, budgets[metric],
+                                                         reference.label, where), output=output or ""))
+                            gated += 1
+                        else:
+                            measurements.append({"target": tname, "provider": provider, "metric": metric,
+                                                 "measured": value, "worst_case": where, "gated": False,
+                                                 **({"output": output} if output else {})})
+                    if not gated:  # ran, but nothing was gated: never a silent pass
+                        checks.append(replace(not_evaluated(tname, provider, f"no metric of {v_fam.name} has a "
+                                                            f"budget at {target.precision} (measured: "
+                                                            f"{', '.join(sorted(worst[k]))})"), output=output or ""))
         if ctx.forms and only is None:  # what each declared vector form costs against the full vector
             names = [r.name if r is not None else None for r in roles for _ in range(len(items) // len(roles))]
             budgets = ((overrides_manifest(art).get("vectors") or {}).get("min")) or {}
-            more, measured = form_checks(ctx.forms, ref_decided, names, budgets, reference.label)
+            more, measured = form_checks(ctx.forms, ref_decided[0], names, budgets, reference.label)
             checks += more
             measurements += measured
         for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
@@ -200,7 +206,7 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                                             "will run it"))
         for label, runner in reference.informative:  # reported, never gated
             got = regroup(run_units(runner, record, units, "left", 7), groups)
-            for metric, value in fam.metrics(ctx, items, got, ref, groups, ref_decided).items():
+            for metric, value in fam.metrics(ctx, items, got, ref, groups, ref_decided[0]).items():
                 measurements.append({"target": label, "provider": runner.backend, "metric": metric,
                                      "measured": value, "worst_case": "left padding, batch 7", "gated": False})
     finally:
@@ -213,6 +219,25 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
                    "input_policies": [list(names) for _, names in policies], "duplicates_dropped": duplicates}
     grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
             "batch_widths": list(widths)}
-    return Report(str(art.path), fam.name, corpus_info, grid, checks, measurements, time.monotonic() - start,
+    return Report(str(art.path), record["family"], corpus_info, grid, checks, measurements, time.monotonic() - start,
                   machine_id(), (record.get("identity") or {}).get("release_id"),
                   target_files={t.name: t.sha256 for t in targets})
+
+
+View = tuple[str | None, Family, Context, Callable[[Any], Any]]
+
+
+def _views(art: Artifact) -> list[View]:
+    """What parity gates, one entry per readout: (output name or None, family, context, a function from the
+    graph's outputs per item and part to the readout's own, under its family's names). An artifact with one
+    readout has one entry, its outputs as they are; a multi-output artifact one per readout
+    (`readout_sdk.families.multi_output`), each read as its single-family record."""
+    tokenizer = art.path / art.tokenizer_file
+    if not multi_output.is_multi(art.record):
+        return [(None, get(art.record["family"]), Context(art.record, tokenizer), lambda outs: outs)]
+
+    def renaming(part: multi_output.Readout) -> Callable[[Any], Any]:
+        return lambda outs: [[part.renamed(o) for o in g] for g in outs]
+
+    return [(name, part.family, Context(part.record, tokenizer), renaming(part))
+            for name, part in multi_output.readouts(art.record).items()]

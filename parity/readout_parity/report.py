@@ -44,23 +44,24 @@ def table(report: Report) -> str:
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
              f"batch widths {report.grid['batch_widths']}"] + _corpus_notes(c) + [""]
     t = max(19, *(len(k.target) for k in report.checks)) if report.checks else 19
-    w = max(20, *(len(k.metric) for k in report.checks)) if report.checks else 20
+    w = max(20, *(len(k.label) for k in report.checks)) if report.checks else 20
     r = max(12, *(len(k.requirement) for k in report.checks)) if report.checks else 12
     head = f"{'target':<{t}} {'provider':<22} {'metric':<{w}} {'requirement':<{r}} {'measured':>12}  decision"
     lines += [head, "-" * len(head)]
     for k in report.checks:
         measured = metric_text(k.metric, k.measured)
         note = f"  ({k.reason})" if k.reason else ""
-        lines.append(f"{k.target:<{t}} {k.provider:<22} {k.metric:<{w}} {k.requirement:<{r}} {measured:>12}  "
+        lines.append(f"{k.target:<{t}} {k.provider:<22} {k.label:<{w}} {k.requirement:<{r}} {measured:>12}  "
                      f"{k.decision}{note}")
     if report.measurements:
         lines += ["", "measured, not gated (diagnostics: these metrics have no budget at the target's precision, so",
                   "they neither pass nor fail it; raw output differences are expected at reduced precision, where the",
                   "decision and similarity metrics above are what is gated, and max_rel_error divides by the reference",
                   "value, so it is large wherever a reference output is near zero):"]
-        width = max(18, *(len(m["metric"]) for m in report.measurements))
-        for m in report.measurements:
-            lines.append(f"  {m['target']:<27} {m['provider']:<22} {m['metric']:<{width}} "
+        named = [f"{m['output']}:{m['metric']}" if m.get("output") else m["metric"] for m in report.measurements]
+        width = max(18, *(len(n) for n in named))
+        for m, name in zip(report.measurements, named):
+            lines.append(f"  {m['target']:<27} {m['provider']:<22} {name:<{width}} "
                          f"{metric_text(m['metric'], m['measured']):>12}  (worst case: {m['worst_case']})")
         lines += [f"  ({name}: {why})" for name, why in INFORMATIVE.items()
                   if any(m["target"] == name for m in report.measurements)]
@@ -76,7 +77,7 @@ def junit(report: Report) -> str:
     suite = ET.Element("testsuite", name=f"readout-parity {Path(report.artifact).name}", tests=str(len(report.checks)),
                        failures=str(n["FAIL"]), skipped=str(n["NOT_EVALUATED"]), time=f"{report.seconds:.2f}")
     for k in report.checks:
-        case = ET.SubElement(suite, "testcase", classname=f"{k.target}.{k.provider}", name=k.metric)
+        case = ET.SubElement(suite, "testcase", classname=f"{k.target}.{k.provider}", name=k.label)
         text = f"measured {k.measured} (requirement {k.requirement}; {k.reference}; {k.reason})"
         if k.decision == "FAIL":
             ET.SubElement(case, "failure", message=text)

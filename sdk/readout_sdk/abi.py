@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from readout_sdk.errors import AbiError  # noqa: F401  (public here too)
 from readout_sdk.families import REGISTRY, Family, TensorSpec, UnknownFamily, get, of_record  # noqa: F401  (TensorSpec: public here too)
+from readout_sdk.families import multi_output
 
 ABI_VERSION = "readout-abi/1"
 ABI_MAJOR = 1
@@ -66,4 +67,7 @@ def validate_record(record: Mapping[str, Any]) -> None:
     if errors:
         err = errors[0]
         raise AbiError(f"ABI record {json_path(err.absolute_path)}: {err.message}")
+    if multi_output.is_multi(record):  # several readouts, each checked by its own family
+        multi_output.check_record(record)
+        return
     of_record(record).check_record(record)

@@ -8,6 +8,7 @@ by the artifact's family (`readout_sdk.families`), the same decoder serving and 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from readout_sdk.arguments import items as check_items
 from readout_sdk.arguments import one_of, optional_positive_int, positive_int, text
 from readout_sdk.batching import Prepared, Progress, feed_for, plan_batches, split_rows
 from readout_sdk.errors import DeviceUnavailable, InputRefused, SdkError, WrongCall
-from readout_sdk.families import REGISTRY, Context, Family, get
+from readout_sdk.families import REGISTRY, Context, Family, get, multi_output
 from readout_sdk.families.late_interaction import maxsim
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.release.identity import Identity, cache_key
@@ -164,9 +165,11 @@ class Engine:
         self.artifact = artifact
         self.abi: dict[str, Any] = artifact.record
         self.family: str = self.abi["family"]
-        self.family_spec: Family = get(self.family)
-        self.context = Context(self.abi, artifact.tokenizer_bytes or artifact.path / self.abi["input"]["tokenizer_file"])
-        self.labels: tuple[str, ...] | None = self.context.labels or None
+        multi = multi_output.is_multi(self.abi)  # its family, context and labels are its first readout's (below)
+        self.family_spec: Family = get(self.family) if not multi else None  # type: ignore[assignment]
+        self.context = Context(self.abi, artifact.tokenizer_bytes or artifact.path / self.abi["input"]["tokenizer_file"]) \
+            if not multi else None  # type: ignore[assignment]
+        self.labels: tuple[str, ...] | None = self.context.labels or None if not multi else None
         self.target = target
         self.precision = target.precision
         self.runner = runner
@@ -186,6 +189,40 @@ class Engine:
         self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
         self._names = [o["name"] for o in self.abi["outputs"]]
         self._closed = False
+        self.output_name: str | None = None  # the readout this engine answers for, inside a multi-output artifact
+        # a multi-output artifact (`readout_sdk.families.multi_output`): one engine per readout, each reading its
+        # own outputs of the one graph run under its family's names, so each call is its family's own path
+        self._parts: dict[str, Engine] = {}
+        if multi:
+            for name, part in multi_output.readouts(self.abi).items():
+                sub = Engine(dataclasses.replace(artifact, record=part.record), _Renamed(runner, part.names),
+                             target, reason, max_batch_tokens, prefetch)
+                sub.output_name = name
+                self._parts[name] = sub
+            first = next(iter(self._parts.values()))  # the first readout answers decide() and predict()
+            self.family_spec, self.context, self.labels = first.family_spec, first.context, first.labels
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The names of a multi-output artifact's readouts (e.g. ``dense``, ``multi_vector``, ``sparse``), in
+        the order of its graph outputs (by name); () for an artifact with one readout."""
+        return tuple(self._parts)
+
+    def output(self, name: str) -> "Engine":
+        """The engine of one readout of a multi-output artifact (sharing this engine's runtime): its family's
+        calls answer with that output. Refused, naming the readouts, for a name the artifact does not hold."""
+        if name not in self._parts:
+            said = f"its outputs are {list(self._parts)}" if self._parts else "it holds one readout"
+            raise WrongCall(f"output {name!r} is not in this artifact; {said}")
+        return self._parts[name]
+
+    def _part_for(self, call: str) -> "Engine":
+        """The readout of a multi-output artifact that ``call`` answers with, or a refusal naming the calls."""
+        for part in self._parts.values():
+            if call in part.family_spec.calls:
+                return part
+        calls = [f"{p.family_spec.call}() ({n})" for n, p in self._parts.items()]
+        raise WrongCall(f"{call}() answers none of this artifact's outputs; use {' or '.join(calls)}")
 
     @property
     def release_id(self) -> str | None:
@@ -201,12 +238,17 @@ class Engine:
         the input (its prompt and policy): a query's vector and a document's are different values of the
         same text, while roles that change nothing (sentence-transformers' empty prompts) share one key. ``form``: vectors in a declared vector form
         (its key changes with its width, precision and ranges, not with the other forms)."""
+        if self._parts:  # the readouts' values differ for one text: each keys its own
+            raise WrongCall(f"this artifact holds several outputs ({', '.join(self._parts)}): key one of them, "
+                            "engine.output(name).cache_key(...)")
         if self.identity is None:
             raise ArtifactError(f"{self.artifact.path}: built before readout-identity/1, so it has no layer "
                                 "digests to key a cache on; rebuild it with this readout-export")
         applied = self.role(role)
         effect = input_policy(applied)
         target = self.target.name if effect is None else f"{self.target.name}:input={effect}"
+        if self.output_name is not None:  # one readout of several: its values are not its siblings'
+            target += f":output={self.output_name}"
         self._form(form)  # an undeclared form is refused by name
         return cache_key(self.identity, layer, target, self.family_spec.vector_layer, form)
 
@@ -225,6 +267,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        for part in self._parts.values():  # their runner is this engine's (closed below)
+            part.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.runner.close()
@@ -442,6 +486,8 @@ class Engine:
     def _decide(self, call: str, items: Iterable[Any], batch_size: int | None = None, show_progress: bool = False,
                 what: str = "texts", role: str | None = None, **options: Any) -> Any:
         """The one decision path: encode, run, then the family's decoder per item."""
+        if self._parts:  # the readout this call answers with, on its own engine
+            return self._part_for(call)._decide(call, items, batch_size, show_progress, what, role, **options)
         fam = self.family_spec
         if call not in fam.calls:
             owners = " / ".join(f.name for f in REGISTRY.values() if call in f.calls)
@@ -479,6 +525,9 @@ class Engine:
               **options: Any) -> list["Traced"]:
         """The family's decision per item (as :meth:`decide`, before results are collected), with the raw
         outputs and encoded parts it came from: what evaluation and calibration read, in one run."""
+        if self._parts:
+            raise WrongCall(f"this artifact holds several outputs ({', '.join(self._parts)}): trace one of them, "
+                            "engine.output(name).trace(...)")
         return [Traced(item, chunk.results[j], chunk.outs[j], chunk.groups[j], chunk.cut[j])
                 for chunk in self._decided(items, batch_size, False, "items", options, role=self.role(role))
                 for j, item in enumerate(chunk.checked)]
@@ -490,6 +539,8 @@ class Engine:
         (e.g. ``"query"``; default: the artifact's declared default role; see :attr:`roles`), in a declared
         vector ``form`` (e.g. ``"256/float32"``, ``"384/int8"``, ``"384/binary"``; see :attr:`forms`;
         default: the full float32 vector)."""
+        if self._parts:
+            return self._part_for("embed").embed(texts, batch_size, show_progress, role, form)
         reduced = self._form(form)
         full = self._decide("embed", texts, batch_size, show_progress, role=role)
         if reduced is None:
@@ -592,7 +643,8 @@ class Engine:
     def decide(self, items: Iterable[Any], batch_size: int | None = None, role: str | None = None,
                **options: Any) -> Any:
         """The family's call over many items in one sorted run (serving uses this): texts, pairs,
-        (question, context) or (question, choices) items; QA returns each item's answers, best first."""
+        (question, context) or (question, choices) items; QA returns each item's answers, best first. In a
+        multi-output artifact, the first readout's call (:attr:`outputs`; the others: their own calls)."""
         return self._decide(self.family_spec.call, items, batch_size, what="items", role=role, **options)
 
     def predict(self, inputs: Any, **kwargs: Any) -> Any:
@@ -668,3 +720,22 @@ def _two(inputs: Any, what: str) -> tuple[Any, Any]:
     if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
         raise TypeError(f"expected {what}, got {type(inputs).__name__}")
     return inputs[0], inputs[1]
+
+
+class _Renamed:
+    """A runner seen by one readout of a multi-output artifact: its family's output names mapped to the graph's
+    (``sparse_weights`` -> ``sparse.sparse_weights``); everything else is the shared runner's. Closing it leaves
+    the shared runner open (the artifact's engine closes it)."""
+
+    def __init__(self, runner: Runner, names: dict[str, str]):
+        self._runner = runner
+        self._names = dict(names)
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._runner.run([self._names[n] for n in names], feed)
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, attr: str) -> Any:  # backend, device, providers, streams, execution, profile, ...
+        return getattr(self._runner, attr)

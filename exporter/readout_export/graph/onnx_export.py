@@ -55,13 +55,12 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
     """Export ``graph`` to ``path`` with dynamic batch/sequence (and choices) axes and the record embedded."""
     import onnx
 
-    spec = get_family(record["family"])
     dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
             "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
     axes = {i["name"]: i["axes"] for i in record["inputs"]}
     # a channels axis is the family's fields: fixed, never dynamic
-    dynamic = {name: {i: dims[a] for i, a in enumerate(axes.get(name, spec.input_axes)) if a in dims} for name in inputs}
+    dynamic = {name: {i: dims[a] for i, a in enumerate(axes[name]) if a in dims} for name in inputs}  # the record lists every input
     output_names = [o["name"] for o in record["outputs"]]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

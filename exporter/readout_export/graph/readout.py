@@ -8,6 +8,8 @@ relative or rotary). Per-row outputs are gathered back to the caller's layout af
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -96,7 +98,8 @@ class ReadoutGraph(nn.Module):
     def __init__(self, stages: tuple[str, ...], choices: bool, core: nn.Module, core_kinds: tuple[str, ...], *,
                  special_ids: list[int], pad_id: int, pooling: list[str] | None = None, rows: str = "attention",
                  dense: list[Dense] | None = None, normalize: str = "none", compact_rows: bool = True,
-                 plugin: nn.Module | None = None):
+                 plugin: nn.Module | None = None, token_weight: nn.Module | None = None, vocab: int = 0,
+                 zeroed_ids: list[int] | None = None):
         super().__init__()
         self.stages = tuple(stages)  # the family's readout stages after the head (readout_sdk.families)
         self.choices = choices       # inputs carry a choices axis; the output is one logit per choice
@@ -113,10 +116,24 @@ class ReadoutGraph(nn.Module):
         self.plugin = plugin
         self.register_buffer("special_ids", torch.tensor(sorted(set(special_ids)) or [-1], dtype=torch.long),
                              persistent=False)
+        # a sparse readout from a token-weight head (BGE-M3's sparse_linear): Linear(width, 1) per row, placed at
+        # the row's own token id in a vocabulary of ``vocab`` ids, ``zeroed_ids`` set to 0 after pooling
+        self.token_weight = token_weight
+        self.vocab = int(vocab)
+        kept = torch.ones(max(self.vocab, 1), dtype=torch.float32)
+        kept[[i for i in zeroed_ids or () if 0 <= i < self.vocab]] = 0.0
+        self.register_buffer("kept_ids", kept, persistent=False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None,
                 expansion_mask: torch.Tensor | None = None):
+        return self.read(self.contextual(input_ids, attention_mask, token_type_ids, prompt_rows, expansion_mask))
+
+    def contextual(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None,
+                   expansion_mask: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+        """One backbone pass: the head's outputs in the caller's layout (padding rows 0) and the masks every
+        readout of them starts from (:meth:`read`; a multi-output graph reads one pass several ways)."""
         lead = input_ids.shape[:-1]  # [B] or [B, C] for multiple choice
         seq = input_ids.shape[-1]
         ids = input_ids.reshape(-1, seq)
@@ -143,7 +160,18 @@ class ReadoutGraph(nn.Module):
                 y = restore(y, dest)
                 y = y * kept.view(*kept.shape, *([1] * (y.dim() - 2)))  # padding rows carry 0
             restored.append(y)
+        return {"input_ids": input_ids, "ids": ids, "attention": attention, "kept": kept, "outs": restored,
+                "prompt_rows": prompt_rows, "expansion_mask": expansion_mask}
+
+    def read(self, state: dict[str, Any]):
+        """This readout of one backbone pass (:meth:`contextual`): its rows, stages and the NaN rule."""
+        input_ids, ids, attention, kept = state["input_ids"], state["ids"], state["attention"], state["kept"]
+        restored, prompt_rows, expansion_mask = state["outs"], state["prompt_rows"], state["expansion_mask"]
+        lead = input_ids.shape[:-1]
         rows = attention
+        if self.rows == "attention_after_first":  # the first attended row is where the tokenizer puts [CLS]/<s>
+            positions = torch.arange(rows.shape[1], device=rows.device).unsqueeze(0)
+            rows = attention * (positions != boundary_row(attention, "first").unsqueeze(1)).to(torch.float32)
         if self.rows == "content":
             special = (ids.unsqueeze(-1) == self.special_ids).any(-1)
             rows = attention * (~special).to(torch.float32)
@@ -153,7 +181,7 @@ class ReadoutGraph(nn.Module):
         if prompt_rows is not None:  # a role's prompt rows: attended above, not pooled (rank among valid rows)
             not_prompt = (attention.cumsum(1) > prompt_rows.reshape(-1, 1).to(torch.float32)).to(torch.float32)
             rows, pooled_attention = rows * not_prompt, attention * not_prompt
-        result = self._finish(restored, rows, pooled_attention)
+        result = self._finish(restored, rows, pooled_attention, ids)
         if self.plugin is not None:  # a plugin's outputs are final: per item, NaN where it selects no rows
             return tuple(result) if len(result) > 1 else result[0]
         empty = (rows.sum(1) == 0) | (attention.sum(1) == 0)  # zero-row pools become NaN, never a finite vector
@@ -164,7 +192,8 @@ class ReadoutGraph(nn.Module):
             fixed.append(y.reshape(*lead) if self.choices else y.reshape(*lead, *y.shape[1:]))
         return tuple(fixed) if len(fixed) > 1 else fixed[0]
 
-    def _finish(self, outs: list[torch.Tensor], rows: torch.Tensor, attention: torch.Tensor) -> list[torch.Tensor]:
+    def _finish(self, outs: list[torch.Tensor], rows: torch.Tensor, attention: torch.Tensor,
+                ids: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Apply the readout stages in order to the head's first output (a head's outputs pass through
         when the family declares none). ``row_mask`` adds the kept-row mask as a second output, ``keep_rows``
         the selected rows before pooling."""
@@ -189,6 +218,14 @@ class ReadoutGraph(nn.Module):
                 x = torch.log1p(torch.relu(x))
             elif stage == "max_pool":
                 x = pool(x, rows, attention, "max")
+            elif stage == "token_weight":  # one weight per row: Linear(width, 1)
+                x = self.token_weight(x).squeeze(-1)
+            elif stage == "relu":
+                x = torch.relu(x)
+            elif stage == "max_by_token_id":  # each row's weight at its own token id, max over rows; weights are >= 0
+                w = x * rows
+                x = torch.zeros(w.shape[0], self.vocab, dtype=w.dtype, device=w.device).scatter_reduce(
+                    1, ids, w, reduce="amax", include_self=True) * self.kept_ids
             elif stage == "plugin":  # the plugin's module gives every output (the family's, in order)
                 if self.plugin is None:
                     raise ValueError("the plugin stage needs the family's export_module")
@@ -197,3 +234,36 @@ class ReadoutGraph(nn.Module):
             else:
                 raise ValueError(f"unknown readout stage {stage!r}")
         return [x, *extra]
+
+
+class MultiReadoutGraph(nn.Module):
+    """Several readouts of one backbone pass (a multi-output artifact, `readout_sdk.families.multi_output`): the
+    first readout runs the backbone once (:meth:`ReadoutGraph.contextual`), then every readout reads that pass
+    (:meth:`ReadoutGraph.read`); the outputs are each readout's, in order. The readouts share one core module."""
+
+    def __init__(self, readouts: list[ReadoutGraph]):
+        super().__init__()
+        self.readouts = nn.ModuleList(readouts)
+
+    @property
+    def core(self) -> nn.Module:
+        return self.readouts[0].core
+
+    @property
+    def compact_rows(self) -> bool:
+        return self.readouts[0].compact_rows
+
+    @compact_rows.setter
+    def compact_rows(self, value: bool) -> None:
+        for r in self.readouts:
+            r.compact_rows = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None, prompt_rows: torch.Tensor | None = None,
+                expansion_mask: torch.Tensor | None = None):
+        state = self.readouts[0].contextual(input_ids, attention_mask, token_type_ids, prompt_rows, expansion_mask)
+        out: list[torch.Tensor] = []
+        for r in self.readouts:
+            y = r.read(state)
+            out += list(y) if isinstance(y, tuple) else [y]
+        return tuple(out)

@@ -46,7 +46,10 @@ class Manifest:
 
     @property
     def family(self) -> str:
-        return self.data["family"]
+        """The manifest's family; a multi-output manifest (``$.outputs``) states one per output."""
+        from readout_sdk.families.multi_output import NAME
+
+        return self.data.get("family") or NAME
 
     @property
     def base(self) -> Path:
@@ -96,6 +99,14 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     # at one path, an unknown field comes first: a misspelt name ('precison') is why a required one is missing
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)),
                                                                 e.validator != "additionalProperties"))
+    # one family, or several readouts of one backbone ($.outputs, `readout_export.family_outputs`): said by name,
+    # not as the schema's oneOf
+    errors = [e for e in errors if not (e.validator == "oneOf" and not e.absolute_path)]
+    if "family" in data and "outputs" in data:
+        problems.add(ManifestError("$.outputs", "a manifest states one family or several outputs, not both"))
+    elif "family" not in data and "outputs" not in data:
+        problems.add(ManifestError("$.family", "required field is missing (or $.outputs: several readouts of one "
+                                               "backbone)"))
     family = data.get("family")
     known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
     if isinstance(family, str) and not known_family and family in plugins.entry_points():

@@ -37,6 +37,12 @@ def get(name: str) -> Family:
         return REGISTRY[name]
     except (KeyError, TypeError):
         pass
+    from readout_sdk.families.multi_output import NAME as MULTI
+
+    if name == MULTI:  # a record of several readouts is no one family: its readouts are (`multi_output.readouts`)
+        raise UnknownFamily(f"{MULTI} is several readouts of one backbone, not one family: this path serves one "
+                            "readout; load it with readout_sdk.load (embed, sparse_encode, encode_tokens) or serve it "
+                            "with serve-http")
     try:
         return plugins.load(name, frozenset(REGISTRY))
     except (KeyError, TypeError):

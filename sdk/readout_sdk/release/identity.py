@@ -78,11 +78,21 @@ def layer_fields(record: Mapping[str, Any], weights: Mapping[str, Any]) -> dict[
     if code:  # the model directory's own modeling code: it computes the contextual rows
         contextual["code_sha256"] = dict(code.get("files") or {})
         contextual["code_auto_map"] = dict(code.get("auto_map") or {})
+    readouts = record.get("readouts")
+    if readouts:  # a multi-output record (`readout_sdk.families.multi_output`): each readout's sections in its layers
+        readout["readouts"] = {n: {k: v for k, v in r["readout"].items() if k != "head"}
+                               | {"dim": r["output"].get("dim"), "normalized": r["output"].get("normalized")}
+                               for n, r in readouts.items()}
+        head["readouts"] = {n: {"family": r["family"], "score_type": r["output"].get("score_type"),
+                                "vocab": r["output"].get("vocab")} for n, r in readouts.items()}
     # rows keyed by label name where the build could find them; otherwise the ordered head itself (a
     # relabelled head must never look like a permuted one)
     by_label = dict(head, labels=sorted(labels), head_sha256=weights["head_by_label"]) \
         if weights.get("head_by_label") else dict(head)
     decision = {k: v for k, v in out.items() if k not in _NOT_DECISION}
+    if readouts:
+        decision["readouts"] = {n: {k: v for k, v in r["output"].items() if k not in _NOT_DECISION}
+                                for n, r in readouts.items()}
     if isinstance(decision.get("thresholds"), list) and labels:  # per label, by name: permutation-proof
         decision["thresholds"] = dict(zip(labels, decision["thresholds"]))
     calibration = {"calibration": record.get("calibration")}

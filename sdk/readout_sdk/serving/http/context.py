@@ -46,12 +46,22 @@ class Server:
         return self.model(request.path_params.get("model"), "path /models/{model}")
 
 
-def serves(served: Served, route: str) -> None:
-    """422 unless ``route`` serves the model's family (`Family.http_routes`), naming the routes that do."""
+def serves(served: Served, route: str) -> Served:
+    """What answers ``route`` for the model: the model itself, or, for a multi-output artifact, its readout whose
+    family serves the route (`Family.http_routes`: /embed the dense output, /embed_sparse the sparse one); 422
+    naming the routes that do otherwise."""
+    if served.readouts:
+        for part in served.readouts.values():
+            if route in part.family.http_routes:
+                return part
+        routes = [r for part in served.readouts.values() for r in part.family.http_routes]
+        raise Problem("not_supported", f"{route}: model {served.name!r} holds the outputs "
+                                       f"{', '.join(served.readouts)}, served by {' and '.join(routes)}")
     routes = served.family.http_routes
     if route not in routes:
         raise Problem("not_supported", f"{route}: model {served.name!r} is a {served.family.name} model, served by "
                                        f"{' and '.join(routes)}")
+    return served
 
 
 def role(doc: dict[str, Any]) -> str | None:
@@ -77,7 +87,6 @@ async def run(request: Any, served: Served, doc: dict[str, Any], items: list[Any
 async def run_texts(request: Any, server: Server, route: str) -> tuple[Served, Outcome]:
     """A route whose body is ``{"inputs": text or [texts], ...}``: read, check the family, run."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, route)
+    served = serves(server.routed(request), route)
     texts, _ = B.texts(doc, "inputs")
     return served, await run(request, served, doc, texts, "$.inputs")

@@ -23,8 +23,7 @@ ENCODINGS = ("float", "base64")
 
 async def embeddings(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.model(B.string(doc, "model"))
-    serves(served, "/v1/embeddings")
+    served = serves(server.model(B.string(doc, "model")), "/v1/embeddings")
     texts = _inputs(doc, served)
     encoding = B.string(doc, "encoding_format", "float")
     if encoding not in ENCODINGS:

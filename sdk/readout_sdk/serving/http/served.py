@@ -39,6 +39,14 @@ class Served:
 
     def __init__(self, name: str, engine: Any, options: HttpOptions, metrics: Any = None):
         self.name = name
+        # a multi-output artifact (`readout_sdk.families.multi_output`): each readout served by its own engine and
+        # batcher under this model's name, on its family's routes (`context.serves`); the model itself answers as
+        # its first readout where a route names none (``POST /``)
+        self.readouts: dict[str, Served] = {}
+        self._whole = engine
+        if getattr(engine, "outputs", ()):
+            self.readouts = {n: Served(name, engine.output(n), options, metrics) for n in engine.outputs}
+            engine = engine.output(engine.outputs[0])
         self.engine = engine
         self.family = engine.family_spec
         self.options = options
@@ -55,6 +63,8 @@ class Served:
 
     def warm_up(self) -> None:
         """One input through the engine (first-run allocations, lazy compiles) before the server says ready."""
+        for part in self.readouts.values():
+            part.warm_up()
         self.engine.decide([WARM_UP[self.family.input_kind]])
 
     @property
@@ -148,8 +158,10 @@ class Served:
             raise from_sdk(e, where) from None
 
     async def close(self) -> None:
+        for part in self.readouts.values():
+            await part.batcher.close()
         await self.batcher.close()
-        self.engine.close()
+        self._whole.close()  # a multi-output artifact's engine closes its readouts' too
 
 
 class ClientGone(SdkError, ConnectionError):

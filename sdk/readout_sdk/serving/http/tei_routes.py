@@ -24,8 +24,7 @@ VERSION = "readout-abi/1"
 
 async def embed(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, "/embed")
+    served = serves(server.routed(request), "/embed")
     texts, _ = B.texts(doc, "inputs")
     normalize = B.boolean(doc, "normalize", None)
     if normalize is not None and normalize != served.normalized:
@@ -51,8 +50,7 @@ async def embed_all(request: Any, server: Server) -> Answer:
 
 async def rerank(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, "/rerank")
+    served = serves(server.routed(request), "/rerank")
     if len(served.engine.labels or ()) != 1:
         raise Problem("not_supported", f"/rerank: model {served.name!r} gives {len(served.engine.labels)} scores per "
                                        "pair; rerank needs one (use /predict)")
@@ -69,8 +67,7 @@ async def rerank(request: Any, server: Server) -> Answer:
 
 async def predict(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, "/predict")
+    served = serves(server.routed(request), "/predict")
     _no_raw_scores(doc, served)
     items, single = _predict_inputs(doc, pairs=served.family.input_kind == "pair")
     outcome = await run(request, served, doc, items, "$.inputs")
@@ -172,7 +169,7 @@ async def info(request: Any, server: Server) -> Answer:
                    "tokenization_workers": 1, "version": VERSION, "sha": None, "docker_label": None,
                    "family": served.family.name, "target": served.engine.target.name, "release_id": served.release_id,
                    "roles": list(served.engine.roles), "default_role": served.engine.default_role,
-                   "forms": list(served.engine.forms)}, served)
+                   "forms": list(served.engine.forms), "outputs": list(served.readouts)}, served)
 
 
 async def health(request: Any, server: Server) -> Answer:

@@ -45,8 +45,7 @@ async def _objects(request: Any, server: Server, route: str, texts: bool = False
     """Inputs as objects of the family's fields (question and context; question and choices): one, or a list.
     ``texts``: a text stands for an item too (a channels family's first field)."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
-    served = server.routed(request)
-    serves(served, route)
+    served = serves(server.routed(request), route)
     kinds = (dict, list, str) if texts else (dict, list)
     value = B.field(doc, "inputs", lambda v: isinstance(v, kinds),
                     "a text, an object or a list of them" if texts else "an object or a list of objects")
