@@ -7,9 +7,11 @@ PyTriton, Ray) applies the calibration because the family's decoder reads it fro
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,22 +41,8 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
     split-role audit's flags)."""
     import readout_sdk
 
-    if coverage is not None and risk is not None:
-        raise InputRefused("give --coverage or --risk for abstention, not both")
-    for name, v in (("--coverage", coverage), ("--risk", risk), ("--precision", precision)):
-        if v is not None and not 0 < v <= 1:
-            raise InputRefused(f"{name} must be in (0, 1], got {v}")
     root, out = Path(artifact), Path(output).absolute()
-    if out.exists():
-        raise InputRefused(f"{out}: already exists; calibrate writes a new artifact")
-    source = root.resolve()
-    if source == out.resolve() or source in out.resolve().parents:  # a folder in the artifact is not listed in it
-        raise InputRefused(f"{out}: inside the artifact it calibrates ({root}); write the new artifact beside it")
-    for parent in out.parents:  # checked before any fitting: a path under a file can never be written
-        if parent.exists():
-            if not parent.is_dir():
-                raise InputRefused(f"{out}: under {parent}, which is a file")
-            break
+    _check_request(root, out, coverage, risk, precision)
     ds = D.read(data)
     described = ds.describe("calibration")
     engine = readout_sdk.load(root, target=target)
@@ -65,69 +53,130 @@ def calibrate(artifact: str | Path, data: str | Path, output: str | Path, covera
         flags, _ = L.audit(L.uses(meta, root), used, "calibration", engine.release_id, root_id, str(ds.path))
         for flag in flags:  # an overlap too small to refuse is still the user's to know about
             say(f"flag: {flag}")
-        fam, output_section = engine.family_spec, engine.abi["output"]
-        wants_temperature = "temperature" in fam.calibrators and output_section["score_type"] == "softmax"
-        wants_abstention = "abstention" in fam.calibrators and bool(coverage or risk)
-        wants_thresholds = "thresholds" in fam.calibrators
-        wants_null = "null_threshold" in fam.calibrators and output_section.get("null_policy") == "cls"
-        if not (wants_temperature or wants_abstention or wants_thresholds or wants_null):
-            raise InputRefused(f"nothing to calibrate for {engine.family} ({output_section['score_type']} scores): "
-                               f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
-                               + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
+        wants = _Wants.of(engine, coverage, risk)
         say(f"fitting on {ds.path.name} ({len(ds.rows)} rows, role calibration) for {engine.family} release "
             f"{str(engine.release_id)[:12]}")
-        calibration, decision, fitted = None, {}, {}
-        if wants_temperature or wants_abstention:
-            task = TASKS["single_label"]
-            golds = [task.gold(ds, r, engine) for r in ds.rows]
-            cases = task.cases(engine, ds, golds)
-            t = F.temperature(engine, cases) if wants_temperature else {"temperature": 1.0}
-            if wants_temperature:
-                calibration = {"scheme": SCHEME, "method": "temperature", "parameters": {"temperature": t["temperature"]},
-                               "data": described, "metrics": {"nll_before": t["nll_before"], "nll_after": t["nll_after"]}}
-                say(f"temperature {t['temperature']:.4f}: NLL {t['nll_before']:.4f} -> {t['nll_after']:.4f}")
-            if wants_abstention:
-                import copy
-
-                ctx = copy.copy(engine.context)
-                ctx.temperature = t["temperature"]
-                probs = np.array([fam.class_probabilities(ctx, c.extra["outs"]) for c in cases])
-                correct = probs.argmax(1) == np.array(golds)
-                a = F.abstention(probs.max(1), correct, coverage, risk)
-                decision["abstention"] = {k: v for k, v in a.items() if k in ("min_score", "coverage", "risk")}
-                fitted["abstention"] = a
-                say(f"abstention below {a['min_score']:.4f}: coverage {a['achieved_coverage']:.3f}, "
-                    f"risk {a['achieved_risk']:.3f}")
-        if wants_thresholds:
-            _, cases, _ = measure(engine, ds)
-            th = F.thresholds(engine.labels, np.stack([c.extra["scores"] for c in cases]),
-                              np.stack([c.extra["y"] for c in cases]), output_section["thresholds"], precision)
-            decision["thresholds"] = th["thresholds"]
-            fitted["thresholds"] = th
-            say(f"thresholds {', '.join(f'{lab} {v:.4f}' for lab, v in zip(engine.labels, th['thresholds']))}")
-        if wants_null:
-            _, cases, _ = measure(engine, ds)
-            n = F.null_threshold(cases)
-            decision["null_threshold"] = n["null_threshold"]
-            fitted["null_threshold"] = n
-            say(f"null answer when its score exceeds the best span's by more than {n['null_threshold']:.4f}")
-        if decision:
-            decision["fitted"] = {"method": fitted, "data": described}
+        fit = _Fit(engine, ds, described, say)
+        if wants.temperature or wants.abstention:
+            fit.single_label(wants, coverage, risk)
+        if wants.thresholds:
+            fit.thresholds(precision)
+        if wants.null:
+            fit.null_threshold()
+        if fit.decision:
+            fit.decision["fitted"] = {"method": fit.fitted, "data": described}
         art = engine.artifact
     finally:
         engine.close()
     graph = next((t for t in art.targets if t.kind.onnx), None)
     if graph is None:
         raise InputRefused(f"{root}: no ONNX target to read the graphs' record from")
-    record = overlay(read_onnx_record(root / graph.file), calibration, decision)
+    record = overlay(read_onnx_record(root / graph.file), fit.calibration, fit.decision)
     use = L.entry(used, "calibration", "calibrate", art.identity.release_id if art.identity else None,
                   root_id, produced=record["identity"]["release_id"])
     write_artifact(root, out, meta, record, L.uses(meta, root) + [use])  # the new artifact carries what it knows
     L.append(root_id, use)
     return {"artifact": str(out), "parent_release_id": art.identity.release_id if art.identity else None,
-            "release_id": record["identity"]["release_id"], "calibration": calibration,
-            "decision": {k: v for k, v in decision.items() if k != "fitted"}, "fitted": fitted, "data": described,
-            "flags": flags}
+            "release_id": record["identity"]["release_id"], "calibration": fit.calibration,
+            "decision": {k: v for k, v in fit.decision.items() if k != "fitted"}, "fitted": fit.fitted,
+            "data": described, "flags": flags}
+
+
+def _check_request(root: Path, out: Path, coverage: float | None, risk: float | None,
+                   precision: float | None) -> None:
+    """Refuse what can never be written or fitted, before any fitting."""
+    if coverage is not None and risk is not None:
+        raise InputRefused("give --coverage or --risk for abstention, not both")
+    for name, v in (("--coverage", coverage), ("--risk", risk), ("--precision", precision)):
+        if v is not None and not 0 < v <= 1:
+            raise InputRefused(f"{name} must be in (0, 1], got {v}")
+    if out.exists():
+        raise InputRefused(f"{out}: already exists; calibrate writes a new artifact")
+    source = root.resolve()
+    if source == out.resolve() or source in out.resolve().parents:  # a folder in the artifact is not listed in it
+        raise InputRefused(f"{out}: inside the artifact it calibrates ({root}); write the new artifact beside it")
+    for parent in out.parents:  # a path under a file can never be written
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputRefused(f"{out}: under {parent}, which is a file")
+            break
+
+
+@dataclass(frozen=True)
+class _Wants:
+    """Which calibrators this family allows and this request asks for."""
+
+    temperature: bool
+    abstention: bool
+    thresholds: bool
+    null: bool
+
+    @classmethod
+    def of(cls, engine: Any, coverage: float | None, risk: float | None) -> "_Wants":
+        fam, section = engine.family_spec, engine.abi["output"]
+        wants = cls(temperature="temperature" in fam.calibrators and section["score_type"] == "softmax",
+                    abstention="abstention" in fam.calibrators and bool(coverage or risk),
+                    thresholds="thresholds" in fam.calibrators,
+                    null="null_threshold" in fam.calibrators and section.get("null_policy") == "cls")
+        if not (wants.temperature or wants.abstention or wants.thresholds or wants.null):
+            raise InputRefused(f"nothing to calibrate for {engine.family} ({section['score_type']} scores): "
+                               f"calibrators here: {', '.join(fam.calibrators) or 'none'}"
+                               + ("; abstention needs --coverage or --risk" if "abstention" in fam.calibrators else ""))
+        return wants
+
+
+@dataclass
+class _Fit:
+    """What one calibration run fitted: the record's calibration and decision overlays, and the fits' details."""
+
+    engine: Any
+    ds: Any
+    described: dict[str, Any]
+    say: Callable[[str], None]
+    calibration: dict[str, Any] | None = None
+    decision: dict[str, Any] = field(default_factory=dict)
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def single_label(self, wants: _Wants, coverage: float | None, risk: float | None) -> None:
+        """Temperature scaling and/or abstention (the abstention fitted on the temperature-scaled scores)."""
+        engine, ds = self.engine, self.ds
+        task = TASKS["single_label"]
+        golds = [task.gold(ds, r, engine) for r in ds.rows]
+        cases = task.cases(engine, ds, golds)
+        t = F.temperature(engine, cases) if wants.temperature else {"temperature": 1.0}
+        if wants.temperature:
+            self.calibration = {"scheme": SCHEME, "method": "temperature",
+                                "parameters": {"temperature": t["temperature"]}, "data": self.described,
+                                "metrics": {"nll_before": t["nll_before"], "nll_after": t["nll_after"]}}
+            self.say(f"temperature {t['temperature']:.4f}: NLL {t['nll_before']:.4f} -> {t['nll_after']:.4f}")
+        if wants.abstention:
+            ctx = copy.copy(engine.context)
+            ctx.temperature = t["temperature"]
+            probs = np.array([engine.family_spec.class_probabilities(ctx, c.extra["outs"]) for c in cases])
+            correct = probs.argmax(1) == np.array(golds)
+            a = F.abstention(probs.max(1), correct, coverage, risk)
+            self.decision["abstention"] = {k: v for k, v in a.items() if k in ("min_score", "coverage", "risk")}
+            self.fitted["abstention"] = a
+            self.say(f"abstention below {a['min_score']:.4f}: coverage {a['achieved_coverage']:.3f}, "
+                     f"risk {a['achieved_risk']:.3f}")
+
+    def thresholds(self, precision: float | None) -> None:
+        """Per-label thresholds (multilabel), at a minimum precision if one was given."""
+        engine = self.engine
+        _, cases, _ = measure(engine, self.ds)
+        th = F.thresholds(engine.labels, np.stack([c.extra["scores"] for c in cases]),
+                          np.stack([c.extra["y"] for c in cases]), engine.abi["output"]["thresholds"], precision)
+        self.decision["thresholds"] = th["thresholds"]
+        self.fitted["thresholds"] = th
+        self.say(f"thresholds {', '.join(f'{lab} {v:.4f}' for lab, v in zip(engine.labels, th['thresholds']))}")
+
+    def null_threshold(self) -> None:
+        """Extractive QA's null-answer threshold."""
+        _, cases, _ = measure(self.engine, self.ds)
+        n = F.null_threshold(cases)
+        self.decision["null_threshold"] = n["null_threshold"]
+        self.fitted["null_threshold"] = n
+        self.say(f"null answer when its score exceeds the best span's by more than {n['null_threshold']:.4f}")
 
 
 def write_artifact(parent: Path, out: Path, meta: dict[str, Any], record: dict[str, Any],

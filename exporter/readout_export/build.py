@@ -171,23 +171,71 @@ def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, st
 
 
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
-    import torch
-
-    from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, example_inputs, export_onnx
-    from readout_export.targets import Production, produce
-    from readout_export.graph.architecture import describe
     from readout_export.graph.tokenizer_io import save_tokenizer
-    from readout_export.graph.forms import vector_forms
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
 
     _quiet_libraries()
     for note in plan.notes:
         step(f"note: {note}")
     step(f"tokenizer: {plan.source.tokenizer_dir}")
-    tok = plan.tokenizer
-    tok_sha = save_tokenizer(tok, staging / "tokenizer.json")
+    tok_sha = save_tokenizer(plan.tokenizer, staging / "tokenizer.json")
+    traced = _trace(plan, step)
+    record, weight_files, adapter_files = _record_of(plan, traced, tok_sha, step)
+    worst, targets, pending = _produce_targets(plan, traced, record, staging, step)
+    meta = {
+        "abi": record,
+        "targets": targets,
+        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
+        "source": _source(plan, record, weight_files, adapter_files),
+        "build": {"manifest": plan.manifest.data, "notes": plan.notes,
+                  "example_max_abs_error": worst},
+    }
+    if pending:
+        meta["compile"] = pending
+    meta["serving"] = {"min_parity": plan.min_parity}
+    meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
+    write_meta(staging, meta)
+    for t in plan.targets:
+        if t.kind.searched:
+            from readout_export.targets.budgeted import build_budgeted
 
+            build_budgeted(plan, t, staging, FP32_GRAPH, meta, traced.production(staging, record, step).calibration(),
+                           step)
+            write_meta(staging, meta)
+    if not any(t["file"] == FP32_GRAPH for t in targets):
+        (staging / FP32_GRAPH).unlink()
+    return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))
+
+
+@dataclass
+class _Traced:
+    """The torch graph with its readout, the example inputs it was traced on, and what they gave."""
+
+    graph: Any
+    core: Any
+    inputs: dict[str, Any]
+    outputs: list[Any]
+    out_dims: dict[str, int]
+    made: Any = None
+
+    def production(self, staging: Path, record: dict[str, Any], step: Progress) -> Any:
+        """What every target's producer reads (one per build: int8 calibration data is made once)."""
+        if self.made is None:
+            from readout_export.targets import Production
+
+            config = self.core.model.config
+            heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
+            hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
+            self.made = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None)
+        return self.made
+
+
+def _trace(plan: Plan, step: Progress) -> _Traced:
+    """Load the model, put its readout on it, and run it once on real example texts."""
+    import torch
+
+    from readout_export.graph.onnx_export import example_inputs
+
+    tok = plan.tokenizer
     step(f"loading {plan.family} model from {plan.source.transformer_dir}")
     if plan.remote is not None:
         step(f"  running the model directory's own code (trust_remote_code): {', '.join(plan.remote.auto_map.values())}")
@@ -208,7 +256,18 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         for axis, size in zip(o.axes, t.shape):
             if axis not in ("batch", "sequence", "choices"):
                 out_dims[axis] = int(size)
+    return _Traced(graph, core, inputs, list(outputs), out_dims)
 
+
+def _record_of(plan: Plan, traced: _Traced, tok_sha: str,
+               step: Progress) -> tuple[dict[str, Any], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The record (checked against the ABI), and the weight and adapter files it was hashed from."""
+    from readout_export.graph.architecture import describe
+    from readout_export.graph.forms import vector_forms
+    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
+
+    tok = plan.tokenizer
     weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
@@ -217,65 +276,48 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     if plan.vectors:
         step("vector forms: " + ("fitting int8/uint8 ranges on the calibration corpus" if plan.vectors["texts"]
                                  else "widths and precisions"))
-        forms = vector_forms(plan, graph, tok, list(inputs), out_dims["dim"], plan.normalize == "l2",
-                             plan.score_type or "cosine")
+        forms = vector_forms(plan, traced.graph, tok, list(traced.inputs), traced.out_dims["dim"],
+                             plan.normalize == "l2", plan.score_type or "cosine")
     record = build_record(
-        plan, tok, out_dims=out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
+        plan, tok, out_dims=traced.out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
         weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
         forms=forms, adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
         adapter_sha256=weights_digest(adapter_files) if plan.adapter is not None else None)
     validate_record(record)
+    return record, weight_files, adapter_files
 
-    listed: list[Target] = []
-    fp32_name = FP32_GRAPH
-    step(f"exporting {fp32_name} (opset {plan.opset})")
-    export_onnx(graph, inputs, staging / fp32_name, record, plan.opset, plan.max_length)
-    step(f"checking {fp32_name} against eager PyTorch")
-    worst = check_export(graph, inputs, staging / fp32_name, [o.name for o in outputs])
+
+def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], staging: Path,
+                     step: Progress) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Export the fp32 graph, check it against eager PyTorch, and produce every target made here (the worst
+    difference, the targets' listings, and the targets compiled later on their device)."""
+    from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, export_onnx
+    from readout_export.targets import produce
+
+    inputs, names = traced.inputs, [o.name for o in traced.outputs]
+    step(f"exporting {FP32_GRAPH} (opset {plan.opset})")
+    export_onnx(traced.graph, inputs, staging / FP32_GRAPH, record, plan.opset, plan.max_length)
+    step(f"checking {FP32_GRAPH} against eager PyTorch")
+    worst = check_export(traced.graph, inputs, staging / FP32_GRAPH, names)
     batch = "x".join(str(d) for d in inputs["input_ids"].shape[:-1])
     step(f"  matches eager PyTorch: max abs difference {worst:.2g} on a batch of {batch} real texts "
          f"(limit {EXPORT_TOLERANCE:g}; the parity harness checks every target on the full grid)")
-    config = core.model.config
-    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
-    hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
-    production = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None)
+    listed: list[Target] = []
     pending = []
     for t in plan.targets:
-        if t.kind.searched:  # searched and proven once the artifact can be opened (below)
+        if t.kind.searched:  # searched and proven once the artifact can be opened (_build_into)
             continue
         if t.kind.compiled_on_device:  # compiled on the machine that runs it: `readout-export compile`
             pending.append({"target": t.name, "precision": t.precision, "profile": t.profile})
             step(f"{t.name}: compile on the machine that will run it: readout-export compile "
                  f"{plan.output_dir} --target {t.name}")
             continue
-        made = produce(production, t)
-        if made.file != fp32_name:
-            check_runs(staging / made.file, inputs, [o.name for o in outputs])
+        made = produce(traced.production(staging, record, step), t)
+        if made.file != FP32_GRAPH:
+            check_runs(staging / made.file, inputs, names)
         listed.append(made)
-    targets = [t.listing() for t in listed]
-    meta = {
-        "abi": record,
-        "targets": targets,
-        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-        "source": _source(plan, record, weight_files, adapter_files),
-        "build": {"manifest": plan.manifest.data, "notes": plan.notes,
-                  "example_max_abs_error": worst},
-    }
-    if pending:
-        meta["compile"] = pending
-    meta["serving"] = {"min_parity": plan.min_parity}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
-    write_meta(staging, meta)
-    for t in plan.targets:
-        if t.kind.searched:
-            from readout_export.targets.budgeted import build_budgeted
-
-            build_budgeted(plan, t, staging, fp32_name, meta, production.calibration(), step)
-            write_meta(staging, meta)
-    if not any(t["file"] == fp32_name for t in targets):
-        (staging / fp32_name).unlink()
-    return BuildResult(plan.output_dir, record, targets, worst, 0.0, list(plan.notes))
+    return worst, [t.listing() for t in listed], pending
 
 
 # ---- multi-output artifacts (`readout_export.family_outputs`): one graph, one backbone pass, several readouts ----

@@ -20,7 +20,32 @@ def _policy(policy: dict) -> str:
 def summarize(art: Artifact) -> str:
     """Several lines: identity, inputs, outputs and their meaning, readout, targets (hashes verified)."""
     r = art.record
-    inp, ro, out, prov = r["input"], r["readout"], r["output"], r["provenance"]
+    lines = _input_lines(art)
+    for o in r["outputs"]:
+        lines.append(f"  output     {o['name']} {o['dtype']} {_shape(o)}")
+    lines.append("  readout    " + _readout(r["readout"]))
+    forms = (r.get("vector_forms") or {}).get("forms") or []
+    if forms:
+        lines.append("  forms      " + ", ".join(f"{f['width']}/{f['precision']}" for f in forms))
+    lines += _meaning_lines(art)
+    lines += _target_lines(art)
+    prov = r["provenance"]
+    lines.append(f"  provenance weights {prov['weights_sha256'][:16]}…, tokenizer {prov['tokenizer_sha256'][:16]}…, "
+                 f"{prov['exporter']}, torch {prov['torch']}, transformers {prov['transformers']}, "
+                 f"onnx {prov['onnx']}, opset {prov['opset']}")
+    parity = art.extra.get("parity")
+    lines.append(f"  parity     {parity.get('summary', 'kept (see parity.json)') if parity else 'NOT_EVALUATED (run readout-export parity)'}")
+    lines += _identity_lines(art)
+    lines.append(f"  signatures {signature_line(art)}")
+    for name, why in unlisted(art).items():
+        lines.append(f"  ignored    {name}: {why}")
+    return "\n".join(lines)
+
+
+def _input_lines(art: Artifact) -> list[str]:
+    """What the artifact is and what it reads: family, backbone, graph inputs, tokenizer policy, roles."""
+    r = art.record
+    inp, ro = r["input"], r["readout"]
     lines = [f"{art.path}  (verified: sha256 of every file, embedded record == readout.json)",
              f"  abi        {r['abi_version']}   family {r['family']}{_plugin(r)}   name {r['name']}",
              f"  backbone   {r['contextual_state']['architecture']} ({r['contextual_state']['model_type']}), "
@@ -35,8 +60,11 @@ def summarize(art: Artifact) -> str:
         described = [f"{n} {p!r}" + (f" {_policy(policy[n])}" if n in policy else "") for n, p in inp["prompts"].items()]
         lines.append("  roles      " + ", ".join(described) + f"; default {roles.get('default')}"
                      + ("; prompt rows not pooled" if ro.get("prompt_rows") == "excluded" else ""))
-    for o in r["outputs"]:
-        lines.append(f"  output     {o['name']} {o['dtype']} {_shape(o)}")
+    return lines
+
+
+def _readout(ro: dict) -> str:
+    """The readout stages, in the order the graph runs them."""
     readout = [f"rows {ro['rows']}"]
     if "pooling" in ro:
         readout.insert(0, "pooling " + "+".join(ro["pooling"]))
@@ -46,17 +74,19 @@ def summarize(art: Artifact) -> str:
         readout.append(f"normalize {ro['normalize']}" + (f" ({ro['normalize_stage']})" if ro.get("normalize_stage") else ""))
     if "head" in ro:
         readout.append(f"head {ro['head']}")
-    lines.append("  readout    " + ", ".join(readout))
-    forms = (r.get("vector_forms") or {}).get("forms") or []
-    if forms:
-        lines.append("  forms      " + ", ".join(f"{f['width']}/{f['precision']}" for f in forms))
+    return ", ".join(readout)
+
+
+def _meaning_lines(art: Artifact) -> list[str]:
+    """What the outputs mean (score type, labels, decision), its calibration, and the last evaluation."""
+    out = art.record["output"]
     meaning = [f"score {out['score_type']}"]
     if out.get("labels"):
         meaning.append(f"labels {out['labels']}")
     for key in ("thresholds", "tag_scheme", "null_policy", "decision"):
         if out.get(key) is not None:
             meaning.append(f"{key} {out[key]}")
-    lines.append("  meaning    " + ", ".join(meaning))
+    lines = ["  meaning    " + ", ".join(meaning)]
     cal, fitted = art.record.get("calibration"), out.get("fitted")
     if cal or fitted or art.record.get("overlay_of"):
         parts = [f"temperature {cal['parameters']['temperature']:.4g}" if cal else "no score transform"]
@@ -72,30 +102,27 @@ def summarize(art: Artifact) -> str:
     if evaluation:
         lines.append(f"  evaluation last run: role {evaluation.get('role')}, data {str(evaluation.get('data'))[:12]}, "
                      f"{evaluation.get('gates')} gates, verdict {evaluation.get('verdict')} (see {evaluation['file']})")
+    return lines
+
+
+def _target_lines(art: Artifact) -> list[str]:
+    """Each target, its file and hash and where it runs; budgeted ones' recipes; engines not compiled yet."""
+    from readout_sdk.backend import floor_text
+
+    lines = []
     for t in art.targets:
         runs = "/".join(t.backends)
         extra = f", TensorRT {t.tensorrt} on {t.gpu} (sm {t.compute_capability})" if t.kind.compiled_on_device else ""
         lines.append(f"  target     {t.name:<19} {t.file}  sha256 {t.sha256[:16]}…  (runs on {runs}{extra})")
         if t.recipe:  # a budgeted target: what it keeps, what was chosen, where it was tuned
             r = t.recipe
-            from readout_sdk.backend import floor_text
-
             budget = floor_text(r["budget"])
             lines.append(f"             budget {budget}: {r.get('chosen')} (proof {(r.get('proof') or {}).get('decision')}, "
                          f"{len((r.get('search') or {}).get('frontier', []))} candidates measured on {r.get('tuned_on')})")
     for p in art.extra.get("compile", []):
         lines.append(f"  target     {p['target']:<19} not compiled yet: readout-export compile {art.path} "
                      f"--target {p['target']} (on the machine that will run it)")
-    lines.append(f"  provenance weights {prov['weights_sha256'][:16]}…, tokenizer {prov['tokenizer_sha256'][:16]}…, "
-                 f"{prov['exporter']}, torch {prov['torch']}, transformers {prov['transformers']}, "
-                 f"onnx {prov['onnx']}, opset {prov['opset']}")
-    parity = art.extra.get("parity")
-    lines.append(f"  parity     {parity.get('summary', 'kept (see parity.json)') if parity else 'NOT_EVALUATED (run readout-export parity)'}")
-    lines += _identity_lines(art)
-    lines.append(f"  signatures {signature_line(art)}")
-    for name, why in unlisted(art).items():
-        lines.append(f"  ignored    {name}: {why}")
-    return "\n".join(lines)
+    return lines
 
 
 def _identity_lines(art: Artifact) -> list[str]:

@@ -117,6 +117,129 @@ def overrides_manifest(art: Artifact) -> dict[str, Any]:
     return art.extra.get("build", {}).get("manifest") or {}
 
 
+@dataclass
+class _Inputs:
+    """The corpus as the grid runs it: each distinct item once per distinct input policy, encoded."""
+
+    items: list[Any]
+    duplicates: int
+    policies: list[Any]
+    roles: list[Any]
+    groups: list[Any]
+    units: list[Prepared]
+    lengths: list[int]
+
+
+def _inputs(fam: Family, ctx: Context, corpus: str | Path | None) -> _Inputs:
+    raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
+    # each distinct item once: a duplicate has the reference's very vector, a tie no neighbour ranking can order
+    items, duplicates = distinct_items([fam.check_item(i, x) for i, x in enumerate(raw)])
+    # every distinct input policy of the declared roles (each prepends its prompt and may exclude its rows from
+    # pooling), once: roles whose prompts change nothing answer to their names but are one input
+    policies = ctx.roles.distinct()
+    roles = [role for role, _ in policies] or [None]
+    groups = [g for role in roles for g in fam.encode(ctx, 0, items, role=role)]
+    units = [u for g in groups for u in g]
+    lengths = [len(e.ids) for u in units for e in u.encodings]
+    return _Inputs(items * len(roles), duplicates, policies, roles, groups, units, lengths)
+
+
+@dataclass
+class _Grid:
+    """One parity run in progress: what every cell is compared with, and what it has decided so far."""
+
+    art: Artifact
+    views: list["View"]
+    inputs: _Inputs
+    reference: Reference
+    ref: Any
+    ref_decided: list[Any]
+    widths: Sequence[int]
+    say: Callable[[str], None]
+    checks: list[Check] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+
+    def measure(self, runner: Runner, tname: str, provider: str) -> list[dict[str, tuple[float, str]]]:
+        """The worst value of every metric of every readout over padding sides x batch widths."""
+        record, inputs = self.art.record, self.inputs
+        worst: list[dict[str, tuple[float, str]]] = [{} for _ in self.views]
+        for side in SIDES:
+            for width in self.widths:
+                self.say(f"{tname} on {provider}: {side} padding, batch {width}")
+                got = regroup(run_units(runner, record, inputs.units, side, width), inputs.groups)
+                for k, (_, v_fam, v_ctx, mine) in enumerate(self.views):
+                    _worst(worst[k], v_fam.metrics(v_ctx, inputs.items, mine(got), mine(self.ref), inputs.groups,
+                                                   self.ref_decided[k]), f"{side} padding, batch {width}")
+        return worst
+
+    def gate(self, target: Any, provider: str, worst: list[dict[str, tuple[float, str]]]) -> None:
+        """Each readout gated on its own, one row per budgeted metric; the rest reported, never gated."""
+        overrides = overrides_manifest(self.art).get("parity")
+        tname = target.name
+        for k, (output, v_fam, _, _) in enumerate(self.views):
+            budgets = target_budgets(target, overrides if output is None else None, v_fam)
+            gated = 0
+            for metric, (value, where) in sorted(worst[k].items()):
+                if metric in budgets:
+                    self.checks.append(replace(decide(tname, provider, metric, value, budgets[metric],
+                                                      self.reference.label, where), output=output or ""))
+                    gated += 1
+                else:
+                    self.measurements.append({"target": tname, "provider": provider, "metric": metric,
+                                              "measured": value, "worst_case": where, "gated": False,
+                                              **({"output": output} if output else {})})
+            if not gated:  # ran, but nothing was gated: never a silent pass
+                self.checks.append(replace(not_evaluated(tname, provider, f"no metric of {v_fam.name} has a "
+                                                         f"budget at {target.precision} (measured: "
+                                                         f"{', '.join(sorted(worst[k]))})"), output=output or ""))
+
+    def target(self, target: Any) -> None:
+        """Every way this machine can run ``target``, measured and gated (or NOT_EVALUATED, saying why)."""
+        for provider, make in ways_to_run(self.art.path, target, self.art.record):
+            if isinstance(make, str):
+                self.checks.append(not_evaluated(target.name, provider, make))
+                continue
+            try:
+                runner = make()
+            except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
+                self.checks.append(not_evaluated(target.name, provider, str(e)))
+                continue
+            provider = runner.execution.get("provider", provider)  # what runs (TensorRT's provider leads on CUDA)
+            try:
+                worst = self.measure(runner, target.name, provider)
+            finally:
+                runner.close()
+            self.gate(target, provider, worst)
+
+    def forms(self, ctx: Context) -> None:
+        """What each declared vector form costs against the full vector."""
+        inputs = self.inputs
+        per_role = len(inputs.items) // len(inputs.roles)
+        names = [r.name if r is not None else None for r in inputs.roles for _ in range(per_role)]
+        budgets = ((overrides_manifest(self.art).get("vectors") or {}).get("min")) or {}
+        more, measured = form_checks(ctx.forms, self.ref_decided[0], names, budgets, self.reference.label)
+        self.checks += more
+        self.measurements += measured
+
+    def pending(self, only: Sequence[str] | None) -> None:
+        """Declared engines not compiled yet: never a silent pass."""
+        for pending in self.art.extra.get("compile", []):
+            if only is None or pending["target"] in only:
+                self.checks.append(not_evaluated(
+                    pending["target"], "TensorRT", f"not compiled yet: run `readout-export compile {self.art.path} "
+                    f"--target {pending['target']}` on the machine that will run it"))
+
+    def informative(self, fam: Family, ctx: Context) -> None:
+        """Runners whose metrics are reported, never gated (e.g. transformers' default position ids)."""
+        inputs = self.inputs
+        for label, runner in self.reference.informative:
+            got = regroup(run_units(runner, self.art.record, inputs.units, "left", 7), inputs.groups)
+            for metric, value in fam.metrics(ctx, inputs.items, got, self.ref, inputs.groups,
+                                             self.ref_decided[0]).items():
+                self.measurements.append({"target": label, "provider": runner.backend, "metric": metric,
+                                          "measured": value, "worst_case": "left padding, batch 7", "gated": False})
+
+
 def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Sequence[int] = DEFAULT_WIDTHS,
                say: Callable[[str], None] = lambda _m: None, reference: Reference | None = None,
                only: Sequence[str] | None = None) -> Report:
@@ -129,99 +252,46 @@ def run_parity(path: str | Path, corpus: str | Path | None = None, widths: Seque
     record = art.record
     views = _views(art)  # one per readout: a multi-output artifact's each gated by its own family
     _, fam, ctx, _ = views[0]  # every readout of one artifact reads the same inputs
-    raw = load_corpus(corpus, fam) if corpus else default_corpus(fam)
-    # each distinct item once: a duplicate has the reference's very vector, a tie no neighbour ranking can order
-    items, duplicates = distinct_items([fam.check_item(i, x) for i, x in enumerate(raw)])
-    # every distinct input policy of the declared roles (each prepends its prompt and may exclude its rows from
-    # pooling), once: roles whose prompts change nothing answer to their names but are one input
-    policies = ctx.roles.distinct()
-    roles = [role for role, _ in policies] or [None]
-    groups = [g for role in roles for g in fam.encode(ctx, 0, items, role=role)]
-    items = items * len(roles)
-    units = [u for g in groups for u in g]
-    lengths = [len(e.ids) for u in units for e in u.encodings]
+    inputs = _inputs(fam, ctx, corpus)
     ref_given = reference is not None
     reference = reference or onnx_reference(art)
+    targets = [t for t in art.targets if only is None or t.name in only]
     try:
-        say(f"reference: {reference.label} ({len(items)} items, {len(units)} parts)")
-        ref = regroup(run_units(reference.runner, record, units, "right", 1), groups)
+        say(f"reference: {reference.label} ({len(inputs.items)} items, {len(inputs.units)} parts)")
+        ref = regroup(run_units(reference.runner, record, inputs.units, "right", 1), inputs.groups)
         # once per readout; every grid cell compares with it
-        ref_decided = [v_fam.decisions(v_ctx, items, mine(ref), groups) for _, v_fam, v_ctx, mine in views]
-        overrides = overrides_manifest(art).get("parity")
-        checks: list[Check] = []
-        measurements: list[dict[str, Any]] = []
-        from readout_sdk.targets.backends import onnxruntime_module
-
-        available = onnxruntime_module().get_available_providers()
-        targets = [t for t in art.targets if only is None or t.name in only]
+        ref_decided = [v_fam.decisions(v_ctx, inputs.items, mine(ref), inputs.groups)
+                       for _, v_fam, v_ctx, mine in views]
+        grid = _Grid(art, views, inputs, reference, ref, ref_decided, widths, say)
         for target in targets:
-            tname = target.name
-            for provider, make in ways_to_run(art.path, target, record):
-                if isinstance(make, str):
-                    checks.append(not_evaluated(tname, provider, make))
-                    continue
-                try:
-                    runner = make()
-                except DeviceUnavailable as e:  # e.g. an engine built for another GPU: not evaluated, never a crash
-                    checks.append(not_evaluated(tname, provider, str(e)))
-                    continue
-                provider = runner.execution.get("provider", provider)  # what runs (TensorRT's provider leads on CUDA)
-                worst: list[dict[str, tuple[float, str]]] = [{} for _ in views]
-                try:
-                    for side in SIDES:
-                        for width in widths:
-                            say(f"{tname} on {provider}: {side} padding, batch {width}")
-                            got = regroup(run_units(runner, record, units, side, width), groups)
-                            for k, (_, v_fam, v_ctx, mine) in enumerate(views):
-                                _worst(worst[k], v_fam.metrics(v_ctx, items, mine(got), mine(ref), groups,
-                                                               ref_decided[k]), f"{side} padding, batch {width}")
-                finally:
-                    runner.close()
-                for k, (output, v_fam, _, _) in enumerate(views):  # each readout gated on its own: one row each
-                    budgets = target_budgets(target, overrides if output is None else None, v_fam)
-                    gated = 0
-                    for metric, (value, where) in sorted(worst[k].items()):
-                        if metric in budgets:
-                            checks.append(replace(decide(tname, provider, metric, value, budgets[metric],
-                                                         reference.label, where), output=output or ""))
-                            gated += 1
-                        else:
-                            measurements.append({"target": tname, "provider": provider, "metric": metric,
-                                                 "measured": value, "worst_case": where, "gated": False,
-                                                 **({"output": output} if output else {})})
-                    if not gated:  # ran, but nothing was gated: never a silent pass
-                        checks.append(replace(not_evaluated(tname, provider, f"no metric of {v_fam.name} has a "
-                                                            f"budget at {target.precision} (measured: "
-                                                            f"{', '.join(sorted(worst[k]))})"), output=output or ""))
-        if ctx.forms and only is None:  # what each declared vector form costs against the full vector
-            names = [r.name if r is not None else None for r in roles for _ in range(len(items) // len(roles))]
-            budgets = ((overrides_manifest(art).get("vectors") or {}).get("min")) or {}
-            more, measured = form_checks(ctx.forms, ref_decided[0], names, budgets, reference.label)
-            checks += more
-            measurements += measured
-        for pending in art.extra.get("compile", []):  # declared engines not compiled yet: never a silent pass
-            if only is None or pending["target"] in only:
-                checks.append(not_evaluated(pending["target"], "TensorRT", "not compiled yet: run `readout-export "
-                                            f"compile {art.path} --target {pending['target']}` on the machine that "
-                                            "will run it"))
-        for label, runner in reference.informative:  # reported, never gated
-            got = regroup(run_units(runner, record, units, "left", 7), groups)
-            for metric, value in fam.metrics(ctx, items, got, ref, groups, ref_decided[0]).items():
-                measurements.append({"target": label, "provider": runner.backend, "metric": metric,
-                                     "measured": value, "worst_case": "left padding, batch 7", "gated": False})
+            grid.target(target)
+        if ctx.forms and only is None:
+            grid.forms(ctx)
+        grid.pending(only)
+        grid.informative(fam, ctx)
     finally:
         if not ref_given:
             reference.close()
-    corpus_info = {"source": str(corpus) if corpus else "built-in", "items": len(items), "parts": len(units),
-                   "min_tokens": min(lengths), "max_tokens": max(lengths),
-                   "max_length": record["input"]["max_length"], "reference": reference.label,
-                   "roles": [name for _, names in policies for name in names],
-                   "input_policies": [list(names) for _, names in policies], "duplicates_dropped": duplicates}
-    grid = {"targets": [t.name for t in targets], "providers": available, "padding_sides": list(SIDES),
-            "batch_widths": list(widths)}
-    return Report(str(art.path), record["family"], corpus_info, grid, checks, measurements, time.monotonic() - start,
+    return Report(str(art.path), record["family"], _corpus_info(inputs, corpus, record, reference.label),
+                  _grid_info(targets, widths), grid.checks, grid.measurements, time.monotonic() - start,
                   machine_id(), (record.get("identity") or {}).get("release_id"),
                   target_files={t.name: t.sha256 for t in targets})
+
+
+def _corpus_info(inputs: _Inputs, corpus: str | Path | None, record: dict[str, Any], label: str) -> dict[str, Any]:
+    return {"source": str(corpus) if corpus else "built-in", "items": len(inputs.items), "parts": len(inputs.units),
+            "min_tokens": min(inputs.lengths), "max_tokens": max(inputs.lengths),
+            "max_length": record["input"]["max_length"], "reference": label,
+            "roles": [name for _, names in inputs.policies for name in names],
+            "input_policies": [list(names) for _, names in inputs.policies],
+            "duplicates_dropped": inputs.duplicates}
+
+
+def _grid_info(targets: Sequence[Any], widths: Sequence[int]) -> dict[str, Any]:
+    from readout_sdk.targets.backends import onnxruntime_module
+
+    return {"targets": [t.name for t in targets], "providers": onnxruntime_module().get_available_providers(),
+            "padding_sides": list(SIDES), "batch_widths": list(widths)}
 
 
 View = tuple[str | None, Family, Context, Callable[[Any], Any]]

@@ -34,61 +34,25 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
     and ``adapter_sha256``: a merged adapter's digests by what its tensors reach and over its files,
     `readout_export.graph.weights.adapter_digests` / `adapter_file_hashes`)."""
     spec = get_family(plan.family)
-    width, token_types, architecture, head = arch.width, arch.token_types, arch.backbone, arch.head
-    inputs = [{"name": "input_ids", "dtype": "int64", "axes": list(spec.input_axes)},
-              {"name": "attention_mask", "dtype": "int64", "axes": list(spec.input_axes)}]
-    if token_types:
-        inputs.append({"name": "token_type_ids", "dtype": "int64", "axes": list(spec.input_axes)})
-    if plan.prompt_excluded:  # each item's prompt rows: attended, not pooled (`readout_sdk.roles`)
-        inputs.append({"name": PROMPT_ROWS_INPUT, "dtype": "int64", "axes": ["batch"]})
-    if any(p.get("expansion") for p in plan.role_policy.values()):  # a query's expansion rows
-        inputs.append({"name": EXPANSION_INPUT, "dtype": "int64", "axes": list(spec.input_axes)})
-    outputs = []
-    for o in spec.outputs_for(plan.long_inputs):
-        shape = [out_dims.get(a) for a in o.axes]
-        outputs.append({"name": o.name, "dtype": o.dtype, "axes": list(o.axes), "shape": shape})
-    roles = spec.pair_roles
     record: dict[str, Any] = {
         "abi_version": ABI_VERSION,
         "family": plan.family,
         "name": plan.manifest.data.get("name") or Path(plan.manifest.data["model"]).name,
-        "inputs": inputs,
-        "outputs": outputs,
-        "input": {
-            "max_length": plan.max_length,
-            "truncation": {"side": plan.truncation_side, "strategy": plan.truncation_strategy},
-            "pair": {"first": roles[0], "second": roles[1]} if roles else None,
-            "padding_sides": ["left", "right"],
-            "pad_token_id": tok.pad_id,
-            "special_token_ids": tok.special_ids,
-            "all_special_ids": tok.all_special_ids,
-            "token_type_ids": token_types,
-            "tokenizer_file": "tokenizer.json",
-            "prompts": plan.prompts,
-            "long_inputs": plan.long_inputs,
-            **spec.input_section(plan),
-        },
+        "inputs": _graph_inputs(plan, spec, arch.token_types),
+        "outputs": [{"name": o.name, "dtype": o.dtype, "axes": list(o.axes), "shape": [out_dims.get(a) for a in o.axes]}
+                    for o in spec.outputs_for(plan.long_inputs)],
+        "input": _input_section(plan, spec, tok, arch.token_types),
         "contextual_state": {
             "layer": -1,
-            "width": width,
-            "architecture": architecture,
+            "width": arch.width,
+            "architecture": arch.backbone,
             "model_type": plan.source.model_type,
             "positions": "rank_among_valid_rows",
             "dtype": "float32",
         },
-        "readout": _readout(plan, head, tok),
+        "readout": _readout(plan, arch.head, tok),
         "output": spec.output_section(plan, out_dims),
-        "provenance": {
-            "weights_sha256": weights_sha256,
-            "tokenizer_sha256": tokenizer_sha256,
-            "source_tokenizer_sha256": source_tokenizer_sha256,
-            "exporter": f"readout-export {__version__}",
-            "torch": versions["torch"],
-            "transformers": versions["transformers"],
-            "onnx": versions["onnx"],
-            "opset": plan.opset,
-            "python": platform.python_version(),
-        },
+        "provenance": _provenance(plan, weights_sha256, tokenizer_sha256, source_tokenizer_sha256, versions),
     }
     # only where the model declares roles (sentence-transformers 6 saves empty query/document prompts, which
     # are roles that change nothing): a record without prompts, and its release id, is what it was
@@ -108,6 +72,55 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         record["plugin"] = spec.plugin.section()
     record["identity"] = compute_identity(record, weights)
     return record
+
+
+def _graph_inputs(plan: Plan, spec: Any, token_types: bool) -> list[dict[str, Any]]:
+    """The graph's inputs, in feed order: ids and mask, then what this model and its roles add."""
+    axes = list(spec.input_axes)
+    inputs = [{"name": "input_ids", "dtype": "int64", "axes": axes},
+              {"name": "attention_mask", "dtype": "int64", "axes": list(axes)}]
+    if token_types:
+        inputs.append({"name": "token_type_ids", "dtype": "int64", "axes": list(axes)})
+    if plan.prompt_excluded:  # each item's prompt rows: attended, not pooled (`readout_sdk.roles`)
+        inputs.append({"name": PROMPT_ROWS_INPUT, "dtype": "int64", "axes": ["batch"]})
+    if any(p.get("expansion") for p in plan.role_policy.values()):  # a query's expansion rows
+        inputs.append({"name": EXPANSION_INPUT, "dtype": "int64", "axes": list(axes)})
+    return inputs
+
+
+def _input_section(plan: Plan, spec: Any, tok: TokenizerInfo, token_types: bool) -> dict[str, Any]:
+    """The record's ``input``: how an item becomes the graph's feed (the SDK's tokenizer policy)."""
+    roles = spec.pair_roles
+    return {
+        "max_length": plan.max_length,
+        "truncation": {"side": plan.truncation_side, "strategy": plan.truncation_strategy},
+        "pair": {"first": roles[0], "second": roles[1]} if roles else None,
+        "padding_sides": ["left", "right"],
+        "pad_token_id": tok.pad_id,
+        "special_token_ids": tok.special_ids,
+        "all_special_ids": tok.all_special_ids,
+        "token_type_ids": token_types,
+        "tokenizer_file": "tokenizer.json",
+        "prompts": plan.prompts,
+        "long_inputs": plan.long_inputs,
+        **spec.input_section(plan),
+    }
+
+
+def _provenance(plan: Plan, weights_sha256: str, tokenizer_sha256: str, source_tokenizer_sha256: str | None,
+                versions: dict[str, str]) -> dict[str, Any]:
+    """Where the graph came from: the files it was made of and the tools that made it."""
+    return {
+        "weights_sha256": weights_sha256,
+        "tokenizer_sha256": tokenizer_sha256,
+        "source_tokenizer_sha256": source_tokenizer_sha256,
+        "exporter": f"readout-export {__version__}",
+        "torch": versions["torch"],
+        "transformers": versions["transformers"],
+        "onnx": versions["onnx"],
+        "opset": plan.opset,
+        "python": platform.python_version(),
+    }
 
 
 def _adapter(plan: Plan, digests: dict[str, str | None]) -> dict[str, Any]:

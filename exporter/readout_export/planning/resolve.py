@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from readout_sdk.families import REGISTRY
 from readout_sdk.families import get as get_family
@@ -46,9 +46,6 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
     a problem and report every independent one at once (a ManifestProblems), as `validate` does.
     ``kept``: the manifest an artifact keeps, resolved again (its calibration corpus was read at build and
     its ranges are in the record, so it is not read again)."""
-    data = manifest.data
-    family = manifest.family
-    spec = get_family(family)
     problems = Problems(every)
     model_dir = problems.check(lambda: manifest.model_dir)
     out = problems.check(lambda: manifest.output_dir)
@@ -60,74 +57,90 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
     source = problems.check(lambda: read_source(model_dir))
     if source is None:  # nothing below can be checked without the model directory
         problems.raise_any()
-    plan = Plan(manifest, source, family, 0, "right", spec.truncation_strategy)
-    if "yes_no" in data:  # a yes/no reranker from the start: what its steps load is the causal LM (head_for)
+    plan = Plan(manifest, source, manifest.family, 0, "right", get_family(manifest.family).truncation_strategy)
+    if "yes_no" in manifest.data:  # a yes/no reranker from the start: what its steps load is the causal LM (head_for)
         plan.yes_no = {}
-
-    def side() -> None:
-        plan.truncation_side = _agree("$.truncation.side", source.truncation_side,
-                                      data.get("truncation", {}).get("side"),
-                                      "tokenizer_config.json (truncation_side)") or "right"
-
-    def modules() -> None:
-        if not spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
-            raise ManifestError("$.model", f"{family} exports a transformers head, but modules.json adds "
-                                           f"{source.st_modules[1:]} on top; export it as an embedding instead")
-
-    def problem_type() -> None:
-        declared = source.config.get("problem_type")
-        if spec.problem_type is not None and declared is not None and declared != spec.problem_type:
-            raise ManifestError("$.family", f"family {family} needs problem_type {spec.problem_type!r}, "
-                                            f"but config.json declares {declared!r}")
-
-    hook = readout_hook(family)
-    from readout_export.graph.checkpoint import check_config_sizes
-
-    # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
-    # from them as soon as it reads the config, which loading the tokenizer does too
-    # the model directory's own code is refused (or opted in) before anything reads config.json through
-    # transformers: unasked, transformers would prompt on the terminal whether to run it
-    steps = [("config", lambda: check_config_sizes(source), ()),
-             ("remote_code", lambda: _resolve_remote_code(plan), ("config",)),
-             ("adapter", (lambda: _resolve_adapter(plan, out)) if "adapter" in data else None, ()),
-             ("side", side, ()),
-             ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
-             ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
-             ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
-             # a yes/no reranker's one output is fixed by its hook, not read from its causal LM's config
-             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis and "yes_no" not in data else None,
-              ("config",)),
-             ("modules", modules, ()),
-             ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
-             ("problem_type", problem_type, ()),
-             ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
-              if "thresholds" in spec.manifest_fields else None, ("labels",)),
-             ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
-             ("checkpoint", lambda: _check_checkpoint(plan), ("labels", "remote_code")),
-             ("plugin", (lambda: _check_plugin_source(plan)) if spec.plugin is not None else None, ()),
-             ("adapter_fit", (lambda: _check_adapter_fit(plan)) if "adapter" in data else None,
-              ("adapter", "checkpoint", "labels", "remote_code")),
-             ("projection", lambda: _check_projection(plan), ("hook",)),
-             # AutoTokenizer reads config.json: after its sizes are checked (2**31 labels would take 18 GB)
-             ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook", "remote_code")),
-             ("token_ids", lambda: _check_token_ids(plan), ("tokenizer", "checkpoint")),
-             ("yes_no", (lambda: resolve_yes_no(plan, data["yes_no"])) if "yes_no" in data else None,
-              ("tokenizer", "hook", "max_length")),
-             ("min_length", lambda: _check_min_length(plan), ("tokenizer", "hook")),
-             ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
-              else None, ("max_length", "tokenizer", "hook")),
-             ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
-             ("vectors", (lambda: _resolve_vectors(plan, data["vectors"], kept)) if "vectors" in data else None,
-              ("hook",)),
-             ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
-              if "min_parity" in data.get("serving", {}) else None, ()),
-             ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
-             ("evaluation", lambda: _check_evaluation(plan.family, data.get("evaluation") or {}), ())]
-    for name, step, needs in steps:
+    for name, step, needs in _steps(plan, out, kept):
         if step is not None:
             problems.check(step, name, needs)
     problems.raise_any()
     return plan
+
+
+Step = tuple[str, Callable[[], Any] | None, tuple[str, ...]]
+
+
+def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
+    """The resolution steps in order: (name, what it does or None where it does not apply, the steps whose
+    problems make it moot). ``validate`` runs every step whose prerequisites held, so it reports each
+    independent problem once."""
+    from readout_export.graph.checkpoint import check_config_sizes
+
+    manifest, data, spec = plan.manifest, plan.manifest.data, get_family(plan.family)
+    hook = readout_hook(plan.family)
+    # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
+    # from them as soon as it reads the config, which loading the tokenizer does too
+    # the model directory's own code is refused (or opted in) before anything reads config.json through
+    # transformers: unasked, transformers would prompt on the terminal whether to run it
+    return [("config", lambda: check_config_sizes(plan.source), ()),
+            ("remote_code", lambda: _resolve_remote_code(plan), ("config",)),
+            ("adapter", (lambda: _resolve_adapter(plan, out)) if "adapter" in data else None, ()),
+            ("side", lambda: _resolve_side(plan), ()),
+            ("max_length", lambda: _resolve_max_length(plan, data.get("max_length")), ()),
+            ("targets", lambda: _resolve_targets(plan, data.get("targets")), ("max_length",)),
+            ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
+            # a yes/no reranker's one output is fixed by its hook, not read from its causal LM's config
+            ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis and "yes_no" not in data else None,
+             ("config",)),
+            ("modules", lambda: _check_modules(plan), ()),
+            ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
+            ("problem_type", lambda: _check_problem_type(plan), ()),
+            ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
+             if "thresholds" in spec.manifest_fields else None, ("labels",)),
+            ("score_type", lambda: _default_score_type(plan, spec.score_types), ("hook",)),
+            ("checkpoint", lambda: _check_checkpoint(plan), ("labels", "remote_code")),
+            ("plugin", (lambda: _check_plugin_source(plan)) if spec.plugin is not None else None, ()),
+            ("adapter_fit", (lambda: _check_adapter_fit(plan)) if "adapter" in data else None,
+             ("adapter", "checkpoint", "labels", "remote_code")),
+            ("projection", lambda: _check_projection(plan), ("hook",)),
+            # AutoTokenizer reads config.json: after its sizes are checked (2**31 labels would take 18 GB)
+            ("tokenizer", lambda: _resolve_tokenizer(plan), ("config", "side", "max_length", "hook", "remote_code")),
+            ("token_ids", lambda: _check_token_ids(plan), ("tokenizer", "checkpoint")),
+            ("yes_no", (lambda: resolve_yes_no(plan, data["yes_no"])) if "yes_no" in data else None,
+             ("tokenizer", "hook", "max_length")),
+            ("min_length", lambda: _check_min_length(plan), ("tokenizer", "hook")),
+            ("long_inputs", (lambda: _resolve_long_inputs(plan, data["long_inputs"])) if "long_inputs" in data
+             else None, ("max_length", "tokenizer", "hook")),
+            ("roles", lambda: _resolve_roles(plan, data.get("roles")), ("long_inputs", "hook")),
+            ("vectors", (lambda: _resolve_vectors(plan, data["vectors"], kept)) if "vectors" in data else None,
+             ("hook",)),
+            ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
+             if "min_parity" in data.get("serving", {}) else None, ()),
+            ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
+            ("evaluation", lambda: _check_evaluation(plan.family, data.get("evaluation") or {}), ())]
+
+
+def _resolve_side(plan: Plan) -> None:
+    """The truncation side: the tokenizer's own, which the manifest may restate only if equal."""
+    plan.truncation_side = _agree("$.truncation.side", plan.source.truncation_side,
+                                  plan.manifest.data.get("truncation", {}).get("side"),
+                                  "tokenizer_config.json (truncation_side)") or "right"
+
+
+def _check_modules(plan: Plan) -> None:
+    """A transformers head on a sentence-transformers model that adds pooling/normalization is the wrong family."""
+    source = plan.source
+    if not get_family(plan.family).readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
+        raise ManifestError("$.model", f"{plan.family} exports a transformers head, but modules.json adds "
+                                       f"{source.st_modules[1:]} on top; export it as an embedding instead")
+
+
+def _check_problem_type(plan: Plan) -> None:
+    """config.json's problem_type, where it states one, is the family's."""
+    spec, declared = get_family(plan.family), plan.source.config.get("problem_type")
+    if spec.problem_type is not None and declared is not None and declared != spec.problem_type:
+        raise ManifestError("$.family", f"family {plan.family} needs problem_type {spec.problem_type!r}, "
+                                        f"but config.json declares {declared!r}")
 
 
 def _resolve_remote_code(plan: Plan) -> None:
