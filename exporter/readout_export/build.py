@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from readout_sdk.abi import validate_record
-from readout_sdk.families import get as get_family
 from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.release.lifecycle import derive_from
 from readout_sdk.staging import place, staged
@@ -50,8 +49,8 @@ def validate(manifest_path: str | Path, force: bool | None = None, every: bool =
     manifest = load_manifest(manifest_path, every)
     # several readouts of one backbone (`readout_export.family_outputs`), each output resolved by `resolve`
     plan = guarded(lambda: resolve_outputs(manifest, every) if is_multi(manifest) else resolve(manifest, every))
-    plan.notes += check_destination(plan.output_dir, force, {"manifest": manifest.path,
-                                                             "model directory": plan.source.root})
+    plan.notes.extend(check_destination(plan.output_dir, force, {"manifest": manifest.path,
+                                                                 "model directory": plan.source.root}))
     return plan
 
 
@@ -131,7 +130,7 @@ def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"
     if plan.labels is not None and plan.yes_no is None and config.num_labels != len(plan.labels):
         raise ManifestError("$.labels", f"{len(plan.labels)} labels but the head has {config.num_labels} outputs")
     dense = [load_dense(d) for d in plan.dense]
-    spec = get_family(plan.family)
+    spec = plan.spec
     stages = spec.stages_for(plan.long_inputs)
     plugin = _plugin_module(plan, config) if "plugin" in stages else None
     graph = ReadoutGraph(stages, spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
@@ -144,7 +143,7 @@ def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"
 def _plugin_module(plan: Plan, config: Any) -> Any:
     """A plugin family's readout module (`Family.export_module`) from the model directory; what the plugin
     refuses there is the model directory's problem (exit 2, naming $.model and the plugin), never a traceback."""
-    spec = get_family(plan.family)
+    spec = plan.spec
     try:
         return spec.export_module(plan.source.root, config.to_dict())
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as e:
@@ -249,7 +248,7 @@ def _trace(plan: Plan, step: Progress) -> _Traced:
     with torch.no_grad():
         sample = graph(**inputs)
     sample = sample if isinstance(sample, tuple) else (sample,)
-    spec = get_family(plan.family)
+    spec = plan.spec
     out_dims = {}
     outputs = spec.outputs_for(plan.long_inputs)
     for o, t in zip(outputs, sample):

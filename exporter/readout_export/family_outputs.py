@@ -85,6 +85,10 @@ class MultiPlan:
     family = multi_output.NAME
 
     @property
+    def spec(self) -> Any:  # as a plan's: the family its name names (not the backbone's, which __getattr__ gives)
+        return get_family(self.family)
+
+    @property
     def output_dir(self) -> Path:
         return self.manifest.output_dir
 
@@ -209,7 +213,7 @@ def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]
         plan.rows = readout.get("rows", "attention")
         plan.normalize = "l2"
         plan.dense = [DenseSpec(path, width, int(weight.shape[0]), bias is not None, "identity")]
-    return OutputPlan(name, plan, path, zeroed, bias is not None)
+    return OutputPlan(name, plan.freeze(), path, zeroed, bias is not None)
 
 
 def _linear_state(path: Path, where: str) -> tuple[Any, Any]:

@@ -9,7 +9,6 @@ import functools
 import inspect
 from dataclasses import dataclass
 
-from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError
 from readout_export.planning.plan import Plan
@@ -35,7 +34,7 @@ def describe(plan: Plan) -> Architecture:
 
     from readout_export.planning.remote_code import auto_config, model_class
 
-    head = get_family(plan.family).head_for(plan)
+    head = plan.spec.head_for(plan)
     remote = plan.remote
     config = auto_config(plan.source, remote)
     try:

@@ -17,6 +17,7 @@ from readout_sdk.roles import Role, apply_prompt, prompt_tokens
 from readout_sdk.vector_forms import VectorForm, fit_ranges, to_record
 
 from readout_export.errors import ManifestError
+from readout_export.planning.forms import declared_forms
 from readout_export.planning.plan import Plan
 
 CALIBRATION_BATCH = 32
@@ -45,18 +46,6 @@ def vector_forms(plan: Plan, graph: Any, tok: Any, inputs: list[str], dim: int, 
         digest = hashlib.sha256("\n".join(spec["texts"]).encode("utf-8")).hexdigest()
         calibration = {"texts": len(spec["texts"]), "texts_sha256": digest, "role": calibration_role(plan)}
     return {"forms": forms, "calibration": calibration}
-
-
-def declared_forms(plan: Plan, dim: int) -> list[tuple[int, str]]:
-    """(width, precision) of every form the manifest declares for a ``dim``-wide vector, in record order:
-    widest first, float32 first at each width, the full float32 vector itself left out."""
-    spec = plan.vectors or {}
-    too_wide = [w for w in spec.get("widths", []) if w >= dim]
-    if too_wide:
-        raise ManifestError("$.vectors.widths", f"{too_wide} must be below the model's dimension {dim} (the full "
-                                                "vector is always served)")
-    precisions = ["float32", *(p for p in spec.get("precisions", []) if p != "float32")]
-    return [(w, p) for w in [dim, *spec.get("widths", [])] for p in precisions if (w, p) != (dim, "float32")]
 
 
 def derived_forms(plan: Plan, dim: int, built: dict[str, Any] | None) -> dict[str, Any] | None:

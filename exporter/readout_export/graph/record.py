@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.abi import ABI_VERSION
-from readout_sdk.families import get as get_family
 from readout_sdk.release.identity import compute as compute_identity
 from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role, Roles, prompt_tokens
 
@@ -33,7 +32,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
     (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`; ``adapter_weights``
     and ``adapter_sha256``: a merged adapter's digests by what its tensors reach and over its files,
     `readout_export.graph.weights.adapter_digests` / `adapter_file_hashes`)."""
-    spec = get_family(plan.family)
+    spec = plan.spec
     record: dict[str, Any] = {
         "abi_version": ABI_VERSION,
         "family": plan.family,
@@ -149,7 +148,7 @@ def _readout(plan: Plan, head: str | None, tok: TokenizerInfo) -> dict[str, Any]
     # the ids the tokenizer inserts: excluded from content rows, and how readers spot empty texts
     readout: dict[str, Any] = {"rows": plan.rows, "empty_rows": "nan", "padding_rows": "zero",
                                "content_excluded_ids": tok.inserted_ids}
-    readout |= get_family(plan.family).readout_section(plan)
+    readout |= plan.spec.readout_section(plan)
     if plan.prompt_excluded:
         readout["prompt_rows"] = "excluded"
     if head is not None:

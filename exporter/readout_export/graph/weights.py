@@ -13,7 +13,6 @@ import struct
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from readout_sdk.families import get as get_family
 
 from readout_export.errors import ManifestError, ReadoutExportError
 
@@ -145,7 +144,7 @@ def plan_digests(plan, prefix: str | None) -> dict[str, object]:
     out: dict[str, object] = dict(split_digests(loaded_files(plan.source.weight_files), prefix, plan.labels))
     out["backbone_prefix"] = prefix
     out["projection"] = [module_digest(d.path) for d in plan.dense]
-    files = get_family(plan.family).head_files(plan.source.root)
+    files = plan.spec.head_files(plan.source.root)
     if files:  # a plugin family's head lives in its own files (`Family.head_files`): its config and weights
         from readout_sdk.artifact import sha256_file
 

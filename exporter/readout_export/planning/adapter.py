@@ -150,13 +150,12 @@ def check_fit(plan: Any) -> None:
     import peft
     from peft.utils import get_peft_model_state_dict
     from readout_sdk.errors import first_line
-    from readout_sdk.families import get as get_family
 
-    from readout_export.graph.checkpoint import meta_model, read_headers
+    from readout_export.planning.checkpoint import meta_model, read_headers
 
     adapter = plan.adapter
     where = adapter.root / CONFIG_FILE
-    spec = get_family(plan.family)
+    spec = plan.spec
     model = meta_model(plan.source, spec.head_for(plan).auto_class, len(plan.labels) if plan.labels else None, plan.remote)
     try:
         config = peft.PeftConfig.from_pretrained(str(adapter.root))

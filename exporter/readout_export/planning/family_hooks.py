@@ -47,7 +47,7 @@ def _resolve_embedding(plan: Plan, manifest: Manifest) -> None:
     declared_sim = source.similarity
     plan.score_type = agree("$.score_type", declared_sim, manifest.data.get("score_type"),
                              "config_sentence_transformers.json (similarity_fn_name)") or "cosine"
-    allowed = get_family(plan.family).score_types
+    allowed = plan.spec.score_types
     if plan.score_type not in allowed:
         raise ManifestError("$.score_type", f"expected one of {list(allowed)}, got {plan.score_type!r}")
 
@@ -83,7 +83,7 @@ def _resolve_sparse(plan: Plan, manifest: Manifest) -> None:
 
 
 def _resolve_cross_encoder(plan: Plan, manifest: Manifest) -> None:
-    spec = get_family(plan.family)
+    spec = plan.spec
     if "yes_no" in manifest.data:
         _resolve_yes_no_head(plan, manifest)
         return

@@ -1,10 +1,12 @@
 """The resolved build plan: a manifest combined with what its model directory declares."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.families import Family
+from readout_sdk.families import get as get_family
 from readout_sdk.targets import Target
 
 from readout_export.errors import ManifestError
@@ -14,7 +16,10 @@ from readout_export.planning.source import DenseSpec, ModelSource
 
 @dataclass
 class Plan:
-    """Everything a build needs, resolved and checked."""
+    """Everything a build needs, resolved and checked. ``resolve`` fills it step by step and then freezes it:
+    from there on every field is read only (setting one raises ``FrozenInstanceError``), so what a build, its
+    reconciliation and its record read is what was checked. Only ``notes`` (what the build says along the way)
+    still grows. ``spec`` is the family, looked up once."""
 
     manifest: Manifest
     source: ModelSource
@@ -49,6 +54,21 @@ class Plan:
     # a yes/no reranker (`readout_export.planning.family_hooks.resolve_yes_no`): {"template": the record's
     # $.input.template, "yes"/"no": {"token", "token_id"}}; None for every other build
     yes_no: dict[str, Any] | None = None
+    spec: Family = field(init=False, repr=False, compare=False)
+    _frozen: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.spec = get_family(self.family)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise FrozenInstanceError(f"Plan.{name}: a resolved plan is read only (set it while resolving)")
+        super().__setattr__(name, value)
+
+    def freeze(self) -> "Plan":
+        """Make every field read only (the end of resolution); returns the plan."""
+        object.__setattr__(self, "_frozen", True)
+        return self
 
     @property
     def output_dir(self) -> Path:

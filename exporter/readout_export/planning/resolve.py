@@ -20,7 +20,7 @@ from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
 from readout_export.planning.family_hooks import readout_hook, resolve_yes_no
-from readout_export.graph.forms import declared_forms
+from readout_export.planning.forms import declared_forms
 from readout_export.planning.manifest import Manifest, resolved_path
 from readout_export.planning.plan import Plan, agree as _agree
 from readout_export.planning.problems import Problems
@@ -64,7 +64,7 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
         if step is not None:
             problems.check(step, name, needs)
     problems.raise_any()
-    return plan
+    return plan.freeze()
 
 
 Step = tuple[str, Callable[[], Any] | None, tuple[str, ...]]
@@ -74,9 +74,9 @@ def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
     """The resolution steps in order: (name, what it does or None where it does not apply, the steps whose
     problems make it moot). ``validate`` runs every step whose prerequisites held, so it reports each
     independent problem once."""
-    from readout_export.graph.checkpoint import check_config_sizes
+    from readout_export.planning.checkpoint import check_config_sizes
 
-    manifest, data, spec = plan.manifest, plan.manifest.data, get_family(plan.family)
+    manifest, data, spec = plan.manifest, plan.manifest.data, plan.spec
     hook = readout_hook(plan.family)
     # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
     # from them as soon as it reads the config, which loading the tokenizer does too
@@ -130,14 +130,14 @@ def _resolve_side(plan: Plan) -> None:
 def _check_modules(plan: Plan) -> None:
     """A transformers head on a sentence-transformers model that adds pooling/normalization is the wrong family."""
     source = plan.source
-    if not get_family(plan.family).readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
+    if not plan.spec.readout_fields and source.st_modules and source.st_modules != ["Transformer"]:
         raise ManifestError("$.model", f"{plan.family} exports a transformers head, but modules.json adds "
                                        f"{source.st_modules[1:]} on top; export it as an embedding instead")
 
 
 def _check_problem_type(plan: Plan) -> None:
     """config.json's problem_type, where it states one, is the family's."""
-    spec, declared = get_family(plan.family), plan.source.config.get("problem_type")
+    spec, declared = plan.spec, plan.source.config.get("problem_type")
     if spec.problem_type is not None and declared is not None and declared != spec.problem_type:
         raise ManifestError("$.family", f"family {plan.family} needs problem_type {spec.problem_type!r}, "
                                         f"but config.json declares {declared!r}")
@@ -153,7 +153,7 @@ def _resolve_remote_code(plan: Plan) -> None:
         plan.notes.append("trust_remote_code is set, but config.json has no auto_map: no code of the model "
                           "directory runs")
     if plan.remote is not None:
-        require_class(plan.remote, get_family(plan.family).head_for(plan).auto_class, plan.family)
+        require_class(plan.remote, plan.spec.head_for(plan).auto_class, plan.family)
 
 
 def _resolve_adapter(plan: Plan, out: Path | None) -> None:
@@ -179,11 +179,11 @@ def _check_adapter_fit(plan: Plan) -> None:
 
 def _check_checkpoint(plan: Plan) -> None:
     """The checkpoint against config.json and the family's head, before any weight is loaded
-    (`readout_export.graph.checkpoint`); without torch (a thin install), config.json's sizes and the
+    (`readout_export.planning.checkpoint`); without torch (a thin install), config.json's sizes and the
     safetensors headers only."""
-    from readout_export.graph import checkpoint
+    from readout_export.planning import checkpoint
 
-    spec = get_family(plan.family)
+    spec = plan.spec
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
         checkpoint.check_config_sizes(plan.source)
         checkpoint.read_headers([w for w in plan.source.weight_files if w.suffix == ".safetensors"])
@@ -194,7 +194,7 @@ def _check_checkpoint(plan: Plan) -> None:
 
 
 def _check_projection(plan: Plan) -> None:
-    from readout_export.graph.checkpoint import check_dense
+    from readout_export.planning.checkpoint import check_dense
 
     if importlib.util.find_spec("torch") is not None:  # a thin install's validate: build checks these
         check_dense(plan.dense)
@@ -203,18 +203,18 @@ def _check_projection(plan: Plan) -> None:
 def _check_min_length(plan: Plan) -> None:
     from readout_export.graph.tokenizer_io import check_room
 
-    check_room(plan.tokenizer, get_family(plan.family).input_kind, plan.max_length, plan.family)
+    check_room(plan.tokenizer, plan.spec.input_kind, plan.max_length, plan.family)
 
 
 def _check_token_ids(plan: Plan) -> None:
-    from readout_export.graph.checkpoint import check_token_ids
+    from readout_export.planning.checkpoint import check_token_ids
 
     check_token_ids(plan.tokenizer, plan.embedding_rows, plan.source.tokenizer_dir)
 
 
 def _resolve_roles(plan: Plan, stated: dict[str, Any] | None) -> None:
     """Input roles from config_sentence_transformers.json; the manifest may restate them only when equal."""
-    source, spec = plan.source, get_family(plan.family)
+    source, spec = plan.source, plan.spec
     declared = source.prompts or None
     prompts = _agree("$.roles.prompts", declared, (stated or {}).get("prompts"), "config_sentence_transformers.json "
                      "(prompts)") or {}
@@ -241,7 +241,7 @@ def _resolve_multi_vector(plan: Plan) -> None:
     """A sentence-transformers MultiVectorEncoder's query/document policy (``encode_query`` /
     ``encode_document``): each role's length, a query's fixed expansion, a document's skiplist."""
     mv = plan.source.multi_vector
-    if not get_family(plan.family).role_policies:
+    if not plan.spec.role_policies:
         owners = " or ".join(f.name for f in REGISTRY.values() if f.role_policies)
         raise ManifestError("$.family", "the model directory is a multi-vector model (query_length, "
                                         f"query_expansion or MultiVectorMask): export it as {owners}")
@@ -291,7 +291,7 @@ def _resolve_vectors(plan: Plan, spec: dict[str, Any], kept: bool = False) -> No
         raise ManifestError("$.vectors.calibration", "int8/uint8 forms need a calibration corpus (JSON Lines of "
                                                      "{\"text\": ...}) to fit their per-dimension ranges on")
     path = resolved_path(plan.manifest.base, spec["calibration"], "$.vectors.calibration")
-    fam = get_family(plan.family)
+    fam = plan.spec
     try:
         texts = load_corpus(path, fam)
     except (OSError, ValueError) as e:
@@ -391,7 +391,7 @@ def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:
             raise ManifestError(f"$.long_inputs.{extra[0]}", "applies only to policy 'windows'")
         plan.long_inputs = {"policy": "truncate"}
         return
-    allowed = get_family(plan.family).aggregations
+    allowed = plan.spec.aggregations
     if "aggregation" not in spec:
         raise ManifestError("$.long_inputs.aggregation", f"windows need a declared aggregation: one of {list(allowed)}")
     if spec["aggregation"] not in allowed:
@@ -448,7 +448,7 @@ def _resolve_targets(plan: Plan, stated: list[dict[str, Any]] | None) -> None:
                                                    f"{', '.join(sorted(KINDS))})")
         if any(t.kind == kind for t in resolved):
             raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
-        if kind.compiled_on_device and get_family(plan.family).input_kind == "channels":
+        if kind.compiled_on_device and plan.spec.input_kind == "channels":
             # an engine's optimization profile has no channels axis (readout_sdk.profiles): never a half-built engine
             raise ManifestError(f"$.targets[{i}]", f"{name}: TensorRT engines are not built for a channels family "
                                                    f"({plan.family}) in this release; its ONNX targets run on ONNX "
@@ -559,7 +559,7 @@ def _resolve_thresholds(plan: Plan, thresholds: Any) -> None:
 def _check_plugin_source(plan: Plan) -> None:
     """A plugin family's own check of the model directory (`Family.check_source`): what its head would refuse
     at build, refused here, without loading weights."""
-    spec = get_family(plan.family)
+    spec = plan.spec
     try:
         spec.check_source(plan.source.root)
     except (OSError, ValueError) as e:
