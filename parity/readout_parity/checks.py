@@ -29,6 +29,9 @@ class Check:
     reference: str       # what the value was measured against
     reason: str = ""     # why NOT_EVALUATED, or where the worst case was
     output: str = ""     # the readout measured, in a multi-output artifact (`readout_sdk.families.multi_output`)
+    # NOT_EVALUATED because the cell cannot exist on this machine (its device or runtime is not here): still
+    # NOT_EVALUATED everywhere (JSON, JUnit, --strict); the table names such cells once, below it
+    absent: bool = False
 
     @property
     def label(self) -> str:
@@ -74,5 +77,6 @@ def decide(target: str, provider: str, metric: str, measured: float, bound: dict
     return Check(target, provider, metric, req, float(measured), PASS if ok else FAIL, reference, where)
 
 
-def not_evaluated(target: str, provider: str, reason: str) -> Check:
-    return Check(target, provider, "all", "-", None, NOT_EVALUATED, "-", reason)
+def not_evaluated(target: str, provider: str, reason: str, absent: bool = False) -> Check:
+    """A cell measured by nothing, and why (``absent``: its device or runtime is not on this machine)."""
+    return Check(target, provider, "all", "-", None, NOT_EVALUATED, "-", reason, absent=absent)

@@ -196,8 +196,8 @@ class _Grid:
     def target(self, target: Any) -> None:
         """Every way this machine can run ``target``, measured and gated (or NOT_EVALUATED, saying why)."""
         for provider, make in ways_to_run(self.art.path, target, self.art.record):
-            if isinstance(make, str):
-                self.checks.append(not_evaluated(target.name, provider, make))
+            if isinstance(make, str):  # its device or runtime is not on this machine
+                self.checks.append(not_evaluated(target.name, provider, make, absent=True))
                 continue
             try:
                 runner = make()

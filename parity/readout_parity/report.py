@@ -37,38 +37,73 @@ def _corpus_notes(c: dict[str, Any]) -> list[str]:
 
 
 def table(report: Report) -> str:
-    """A readable table: one line per check, then the ungated measurements."""
+    """A readable table: one line per check; cells this machine cannot run, once, below it; the ungated
+    measurements; diagnostics that are not of any target, apart; the summary line last (what ``-q`` prints)."""
     c = report.corpus
     lines = [f"parity of {report.artifact} ({report.family}); reference: {c.get('reference', '?')}",
              f"corpus: {c['source']}, {c['items']} items, {c['min_tokens']}..{c['max_tokens']} tokens "
              f"(max_length {c['max_length']}); padding {'/'.join(report.grid['padding_sides'])}; "
              f"batch widths {report.grid['batch_widths']}"] + _corpus_notes(c) + [""]
-    t = max(19, *(len(k.target) for k in report.checks)) if report.checks else 19
-    w = max(20, *(len(k.label) for k in report.checks)) if report.checks else 20
-    r = max(12, *(len(k.requirement) for k in report.checks)) if report.checks else 12
+    rows = [k for k in report.checks if not k.absent]
+    t = max(19, *(len(k.target) for k in rows)) if rows else 19
+    w = max(20, *(len(k.label) for k in rows)) if rows else 20
+    r = max(12, *(len(k.requirement) for k in rows)) if rows else 12
     head = f"{'target':<{t}} {'provider':<22} {'metric':<{w}} {'requirement':<{r}} {'measured':>12}  decision"
     lines += [head, "-" * len(head)]
-    for k in report.checks:
+    for k in rows:
         measured = metric_text(k.metric, k.measured)
         note = f"  ({k.reason})" if k.reason else ""
         lines.append(f"{k.target:<{t}} {k.provider:<22} {k.label:<{w}} {k.requirement:<{r}} {measured:>12}  "
                      f"{k.decision}{note}")
-    if report.measurements:
+    lines += _absent_lines(report)
+    gated_targets = [m for m in report.measurements if m["target"] not in INFORMATIVE]
+    if gated_targets:
         lines += ["", "measured, not gated (diagnostics: these metrics have no budget at the target's precision, so",
                   "they neither pass nor fail it; raw output differences are expected at reduced precision, where the",
                   "decision and similarity metrics above are what is gated, and max_rel_error divides by the reference",
                   "value, so it is large wherever a reference output is near zero):"]
-        named = [f"{m['output']}:{m['metric']}" if m.get("output") else m["metric"] for m in report.measurements]
-        width = max(18, *(len(n) for n in named))
-        for m, name in zip(report.measurements, named):
-            lines.append(f"  {m['target']:<27} {m['provider']:<22} {name:<{width}} "
-                         f"{metric_text(m['metric'], m['measured']):>12}  (worst case: {m['worst_case']})")
-        lines += [f"  ({name}: {why})" for name, why in INFORMATIVE.items()
-                  if any(m["target"] == name for m in report.measurements)]
+        lines += _measurement_lines(gated_targets)
+    lines += _informative_lines(report)
     n = report.counts()
+    absent = sum(1 for k in report.checks if k.absent)
     lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['NOT_EVALUATED']} not evaluated "
-                  f"(NOT_EVALUATED never counts as a pass) in {report.seconds:.1f}s"]
+                  f"(NOT_EVALUATED never counts as a pass"
+                  + (f"; {absent} of them cannot run on this machine, listed once above" if absent else "")
+                  + f"); the grid took {report.seconds:.1f}s (after loading; the reference included)"]
     return "\n".join(lines)
+
+
+def _absent_lines(report: Report) -> list[str]:
+    """Cells this machine cannot run (no CUDA device, a runtime not installed): once per provider and reason,
+    naming the targets, instead of one NOT_EVALUATED row per target."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for k in report.checks:
+        if k.absent:
+            grouped.setdefault((k.provider, k.reason), []).append(k.target)
+    if not grouped:
+        return []
+    lines = ["", "not on this machine (NOT_EVALUATED, never a pass; run parity where they exist):"]
+    for (provider, reason), targets in grouped.items():
+        lines.append(f"  {provider}: {reason} ({', '.join(targets)})")
+    return lines
+
+
+def _measurement_lines(measurements: list[dict[str, Any]]) -> list[str]:
+    named = [f"{m['output']}:{m['metric']}" if m.get("output") else m["metric"] for m in measurements]
+    width = max(18, *(len(n) for n in named))
+    return [f"  {m['target']:<27} {m['provider']:<22} {name:<{width}} "
+            f"{metric_text(m['metric'], m['measured']):>12}  (worst case: {m['worst_case']})"
+            for m, name in zip(measurements, named)]
+
+
+def _informative_lines(report: Report) -> list[str]:
+    """Runs of something other than a target (e.g. transformers' default position ids), apart from every result."""
+    lines = []
+    for name, why in INFORMATIVE.items():
+        mine = [m for m in report.measurements if m["target"] == name]
+        if mine:
+            lines += ["", f"diagnostic, not a result ({name}: {why}):"] + _measurement_lines(mine)
+    return lines
 
 
 def junit(report: Report) -> str:

@@ -83,6 +83,9 @@ def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
     # the model directory's own code is refused (or opted in) before anything reads config.json through
     # transformers: unasked, transformers would prompt on the terminal whether to run it
     return [("config", lambda: check_config_sizes(plan.source), ()),
+            # the likeliest mistake first: a head family pointed at a sentence-transformers model (its labels,
+            # thresholds and head are consequences of it, so they wait for it)
+            ("modules", lambda: _check_modules(plan), ()),
             ("remote_code", lambda: _resolve_remote_code(plan), ("config",)),
             ("adapter", (lambda: _resolve_adapter(plan, out)) if "adapter" in data else None, ()),
             ("side", lambda: _resolve_side(plan), ()),
@@ -91,8 +94,7 @@ def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
             ("opset", lambda: setattr(plan, "opset", int(data.get("opset", 18))), ()),
             # a yes/no reranker's one output is fixed by its hook, not read from its causal LM's config
             ("labels", (lambda: _resolve_labels(plan, data)) if spec.label_axis and "yes_no" not in data else None,
-             ("config",)),
-            ("modules", lambda: _check_modules(plan), ()),
+             ("config", "modules")),
             ("hook", (lambda: hook(plan, manifest)) if hook is not None else None, ("labels", "max_length")),
             ("problem_type", lambda: _check_problem_type(plan), ()),
             ("thresholds", (lambda: _resolve_thresholds(plan, data.get("thresholds", 0.5)))
@@ -419,9 +421,20 @@ def _resolve_tokenizer(plan: Plan) -> None:
 
 
 def _resolve_max_length(plan: Plan, stated: int | None) -> None:
+    """The longest input the graph reads. A sentence-transformers model's ``max_seq_length`` is the default; a
+    manifest may shorten it (for speed: the record, and so the release id, says the shorter length, and parity
+    measures at it), never lengthen it (the model was not trained past it)."""
     source = plan.source
-    value = _agree("$.max_length", source.st_max_length, stated,
-                   "the sentence-transformers config (max_seq_length)")
+    declared = source.st_max_length
+    if declared is not None and stated is not None and stated > declared:
+        raise ManifestError("$.max_length", f"manifest says {stated} but the sentence-transformers config "
+                                            f"(max_seq_length) declares {declared}: a manifest may shorten it, "
+                                            "never lengthen it")
+    if declared is not None and stated is not None and stated < declared:
+        plan.notes.append(f"max_length {stated}: shorter than the sentence-transformers config's max_seq_length "
+                          f"{declared}; longer inputs are cut at {stated} (or windowed, as long_inputs says)")
+        declared = None
+    value = _agree("$.max_length", declared, stated, "the sentence-transformers config (max_seq_length)")
     limit = position_limit(source)
     if value is None:
         value = min(x for x in (limit, source.tokenizer_max_length, 512) if x)
