@@ -24,11 +24,11 @@ if TYPE_CHECKING:  # the families import this package, never the other way round
 
     from readout_sdk.families.base import Context, Family
 
-# the texts a build traces and checks its graph on; `readout-export validate` encodes them too (check_room),
-# so that a max_length too short for them is refused before anything loads
+# the texts a build traces and checks its graph on; validate encodes them too (check_room), so that a
+# max_length or a tokenizer they do not fit is refused before anything is built
 SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
 SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
-                ("Why?", "Because the readout decides what the numbers mean.")]
+                ("Why?", "Because shape is not meaning.")]
 
 
 class WrongItem(SdkError, TypeError):
@@ -55,6 +55,7 @@ class InputKind:
     # the graph axis of several encodings per item, between batch and sequence (None: one encoding per part)
     part_axis: ClassVar[str | None] = None
     parts_vary: ClassVar[bool] = False       # that axis varies per call (an optimization profile ranges it)
+    max_parts: ClassVar[int] = 1 << 10       # the traced graph's bound on a varying part axis
     scored_per_part: ClassVar[bool] = False  # the head scores each encoding of the part axis alone
     tokenizer_pairs: ClassVar[bool] = False  # an encoding is a tokenizer pair (room for two texts)
     device_compiled: ClassVar[bool] = True   # device-compiled engines (TensorRT) are built for it

@@ -26,7 +26,6 @@ class ChoicesKind(InputKind):
     scored_per_part = True
     tokenizer_pairs = True
     warm_up = ("warm-up?", ["yes", "no"])
-    max_choices = 1 << 10  # the traced graph's bound on the choices axis
 
     def describe(self, family: "Family") -> str:
         return "a question and its choices"
