@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.errors import SdkError
-from readout_sdk.families import Family
+from readout_sdk.families import REGISTRY, Family
 from readout_sdk.input_kinds import Material
 from readout_sdk.jsonl import objects
 
@@ -72,7 +72,7 @@ def load_corpus(path: str | Path, family: Family) -> list[Any]:
     items: list[Any] = []
     kind = family.kind
     for n, row in objects(path, CorpusError):
-        row = kind.load_row(family, row)  # e.g. a pair in another pair family's field names
+        row = kind.load_row(family, row, REGISTRY.values())  # e.g. a pair in another pair family's field names
         try:
             item = family.row_item(n, row)
             items.append(family.check_item(n, item))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from readout_sdk.errors import AbiError
-from readout_sdk.input_kinds.base import SAMPLE_PAIRS, SAMPLE_TEXTS, InputKind, Material, WrongItem
+from readout_sdk.input_kinds.base import SAMPLE_PAIRS, SAMPLE_TEXTS, InputKind, ItemFamily, Material, WrongItem
 
 _MODULES = ("text", "pair", "choices", "channels")
 
@@ -58,5 +58,5 @@ def varying_axes() -> tuple[str, ...]:
     return ("batch", "sequence") + tuple(k.part_axis for k in KINDS.values() if k.parts_vary and k.part_axis)
 
 
-__all__ = ["KINDS", "SAMPLE_PAIRS", "SAMPLE_TEXTS", "InputKind", "Material", "UnknownInputKind", "WrongItem",
-           "get", "register", "unregister", "varying_axes"]
+__all__ = ["KINDS", "SAMPLE_PAIRS", "SAMPLE_TEXTS", "InputKind", "ItemFamily", "Material", "UnknownInputKind",
+           "WrongItem", "get", "register", "unregister", "varying_axes"]

@@ -8,8 +8,9 @@ HTTP bodies a server accepts. The built-in kinds are one module each in this pac
 """
 from __future__ import annotations
 
+from random import Random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 from tokenizers import Encoding
@@ -19,16 +20,26 @@ from readout_sdk.batching import Prepared
 from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.roles import Role
 
-if TYPE_CHECKING:  # the families import this package, never the other way round at import time
-    from random import Random
-
-    from readout_sdk.families.base import Context, Family
 
 # the texts a build traces and checks its graph on; validate encodes them too (check_room), so that a
 # max_length or a tokenizer they do not fit is refused before anything is built
 SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
 SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
                 ("Why?", "Because shape is not meaning.")]
+
+
+class ItemFamily(Protocol):
+    """What a kind reads of a family (`readout_sdk.families.Family` has all of it): a kind module never imports
+    the families, which import the kinds."""
+
+    name: str
+    fields: tuple[str, ...]                  # the named fields of a request / corpus / evaluation row
+    pair_roles: tuple[str, str] | None       # what the first and second text of a pair are
+    uses_offsets: bool                       # its decisions read character offsets
+    checked_role: str                        # what a zero-row refusal calls the checked text
+
+    @property
+    def kind(self) -> "InputKind": ...
 
 
 class WrongItem(SdkError, TypeError):
@@ -64,7 +75,7 @@ class InputKind:
     warm_up: ClassVar[Any] = None            # one item a server runs at load, before it says ready
 
     # ---- what an item is ------------------------------------------------------------------------
-    def describe(self, family: "Family") -> str:
+    def describe(self, family: ItemFamily) -> str:
         """One item of ``family``, in words (the generated family pages)."""
         raise NotImplementedError
 
@@ -73,18 +84,18 @@ class InputKind:
         """The graph inputs' logical axes (the record's ``inputs[].axes``)."""
         return ("batch", self.part_axis, "sequence") if self.part_axis else ("batch", "sequence")
 
-    def check_record(self, family: "Family", record: Mapping[str, Any]) -> None:
+    def check_record(self, family: ItemFamily, record: Mapping[str, Any]) -> None:
         """Refuse a record whose input section this kind would not read as ``family`` does (AbiError)."""
 
-    def check_item(self, family: "Family", index: int, item: Any) -> Any:
+    def check_item(self, family: ItemFamily, index: int, item: Any) -> Any:
         """Type-check one input item; return it in the form :meth:`encode` takes."""
         raise NotImplementedError
 
-    def row_item(self, family: "Family", index: int, row: Mapping[str, Any]) -> Any:
+    def row_item(self, family: ItemFamily, index: int, row: Mapping[str, Any]) -> Any:
         """One request / corpus / evaluation row (a mapping of ``family.fields``) as an input item."""
         raise NotImplementedError
 
-    def encode(self, family: "Family", ctx: "Context", base: int, items: Sequence[Any], check: bool = True,
+    def encode(self, family: ItemFamily, ctx: Any, base: int, items: Sequence[Any], check: bool = True,
                role: Role | None = None) -> list[list[Prepared]]:
         """Each item's parts (`Family.encode`), zero-row checked unless ``check`` is False."""
         raise NotImplementedError
@@ -100,27 +111,28 @@ class InputKind:
         them: what the graph is traced on and what `readout-export validate` checks ``max_length`` against."""
         return [backend.encode(t) for t in SAMPLE_TEXTS]
 
-    def sample_parts(self, family: "Family", encoded: list[Encoding], prompt_rows: bool,
+    def sample_parts(self, family: ItemFamily, encoded: list[Encoding], prompt_rows: bool,
                      expansion_id: int | None) -> list[Prepared]:
         """The traced batch (two items) from :meth:`sample_inputs`; ``prompt_rows`` / ``expansion_id``: the
         role inputs the graph takes (`readout_sdk.roles`), for kinds whose items may carry a role."""
         raise NotImplementedError
 
     # ---- parity and evaluation ------------------------------------------------------------------
-    def corpus(self, family: "Family", material: Material) -> list[Any]:
+    def corpus(self, family: ItemFamily, material: Material) -> list[Any]:
         """The built-in parity corpus of ``family``'s items from ``material``."""
         raise NotImplementedError
 
-    def load_row(self, family: "Family", row: dict[str, Any]) -> dict[str, Any]:
-        """A corpus JSONL row in ``family``'s field names (a kind may accept other spellings)."""
+    def load_row(self, family: ItemFamily, row: dict[str, Any], known: Iterable[ItemFamily] = ()) -> dict[str, Any]:
+        """A corpus JSONL row in ``family``'s field names (a kind may accept other spellings, such as another
+        of the ``known`` families' names for the same kind of item)."""
         return row
 
-    def mixed_item(self, family: "Family", rng: "Random", words: int, text: Callable[[int], str],
+    def mixed_item(self, family: ItemFamily, rng: Random, words: int, text: Callable[[int], str],
                    material: Material) -> Any:
         """One item of a seeded mixed-length corpus about ``words`` words long (``text(n)``: n words)."""
         raise NotImplementedError
 
-    def option_count(self, family: "Family", fields: Mapping[str, Any]) -> int | None:
+    def option_count(self, family: ItemFamily, fields: Mapping[str, Any]) -> int | None:
         """How many classes one evaluation row offers when an item's classes are its own options (the choice
         positions of a question); None: the classes are the model's labels. InputRefused for a bad row."""
         return None
@@ -130,7 +142,7 @@ class InputKind:
 
 
 # ---- helpers the kinds (and families) share ---------------------------------------------------------------
-def encode_sequences(family: "Family", ctx: "Context", base: int, items: Sequence[Any], check: bool,
+def encode_sequences(family: ItemFamily, ctx: Any, base: int, items: Sequence[Any], check: bool,
                      role: Role | None) -> list[list[Prepared]]:
     """Texts or tokenizer pairs, one encoding per part: each item's parts (one, or its windows when the record
     declares windows), zero-row checked (``check=False``: the caller checks the padded batches instead,

@@ -3,7 +3,8 @@ record-declared marker first); an absent field is an empty row set, and a plain 
 channels are fed along a ``channels`` axis fixed by the fields (never dynamic)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from random import Random
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from tokenizers import Encoding
@@ -11,13 +12,8 @@ from tokenizers import Encoding
 from readout_sdk.arguments import text
 from readout_sdk.batching import Prepared
 from readout_sdk.errors import AbiError, InputRefused
-from readout_sdk.input_kinds.base import InputKind, Material, WrongItem, row_field
+from readout_sdk.input_kinds.base import InputKind, ItemFamily, Material, WrongItem, row_field
 from readout_sdk.roles import Role
-
-if TYPE_CHECKING:
-    from random import Random
-
-    from readout_sdk.families.base import Context, Family
 
 
 class ChannelsKind(InputKind):
@@ -28,16 +24,16 @@ class ChannelsKind(InputKind):
     text_items = True
     warm_up = "warm-up"  # a channels item may be one text: its first field
 
-    def describe(self, family: "Family") -> str:
+    def describe(self, family: ItemFamily) -> str:
         return f"a mapping of some of its fields ({', '.join(family.fields)}), each encoded alone"
 
-    def check_record(self, family: "Family", record: Mapping[str, Any]) -> None:
+    def check_record(self, family: ItemFamily, record: Mapping[str, Any]) -> None:
         stated = [c.get("field") for c in record["input"].get("channels") or ()]
         if stated != list(family.fields):  # the graph's channel axis is the family's fields, in order
             raise AbiError(f"ABI record $.input.channels: family {family.name} reads the channels "
                            f"{list(family.fields)}, the record states {stated}")
 
-    def check_item(self, family: "Family", index: int, item: Any) -> dict[str, str]:
+    def check_item(self, family: ItemFamily, index: int, item: Any) -> dict[str, str]:
         fields = family.fields
         if isinstance(item, str):
             item = {fields[0]: item}
@@ -56,13 +52,13 @@ class ChannelsKind(InputKind):
             raise InputRefused(f"item {index}: no field is present (fields: {', '.join(fields)})")
         return present
 
-    def row_item(self, family: "Family", index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    def row_item(self, family: ItemFamily, index: int, row: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(row, Mapping):  # any of the fields; the absent ones are absent channels
             raise WrongItem(f"row {index}: expected a mapping of fields ({', '.join(family.fields)}), got "
                             f"{type(row).__name__}")
         return {f: row_field(index, row, f, family.fields) for f in family.fields if row.get(f) is not None}
 
-    def encode(self, family: "Family", ctx: "Context", base: int, items: Sequence[Any], check: bool = True,
+    def encode(self, family: ItemFamily, ctx: Any, base: int, items: Sequence[Any], check: bool = True,
                role: Role | None = None) -> list[list[Prepared]]:
         """Each item as one part of ``len(fields)`` encodings in field order: a present field's marker (the
         record's ``input.channels``) and text, encoded alone; an absent field as no rows at all. Every text of
@@ -84,13 +80,13 @@ class ChannelsKind(InputKind):
         # an item needs content in one channel only: its absent channels are empty by design
         return bool(np.asarray(empty).all(axis=-1).any())
 
-    def sample_parts(self, family: "Family", encoded: list[Encoding], prompt_rows: bool,
+    def sample_parts(self, family: ItemFamily, encoded: list[Encoding], prompt_rows: bool,
                      expansion_id: int | None) -> list[Prepared]:
         # one item with every channel, one with the first alone (the rest absent)
         k = len(family.fields)
         return [Prepared((encoded[0],) * k, False), Prepared((encoded[1],) + (Encoding.merge([]),) * (k - 1), False)]
 
-    def corpus(self, family: "Family", material: Material) -> list[Any]:
+    def corpus(self, family: ItemFamily, material: Material) -> list[Any]:
         """Each text alone in the first field (a query), then items that fill other sets of fields (every one,
         every other one, the last alone), so that the fusion over present channels is compared with every
         channel absent somewhere."""
@@ -103,7 +99,7 @@ class ChannelsKind(InputKind):
                       for i in range(0, len(texts), 3)]
         return items
 
-    def mixed_item(self, family: "Family", rng: "Random", words: int, text: Callable[[int], str],
+    def mixed_item(self, family: ItemFamily, rng: Random, words: int, text: Callable[[int], str],
                    material: Material) -> Any:
         # a random non-empty set of fields, each its own text
         present = [f for f in family.fields if rng.random() < 0.5] or [rng.choice(family.fields)]

@@ -2,21 +2,17 @@
 k encodings fed along a ``choices`` axis that varies per call, and the head scores each choice alone."""
 from __future__ import annotations
 
+from random import Random
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tokenizers import Encoding
 
 from readout_sdk.arguments import items as check_items
 from readout_sdk.batching import Prepared
 from readout_sdk.errors import InputRefused
-from readout_sdk.input_kinds.base import SAMPLE_PAIRS, InputKind, Material, WrongItem, check_pair, row_field
+from readout_sdk.input_kinds.base import SAMPLE_PAIRS, InputKind, ItemFamily, Material, WrongItem, check_pair, row_field
 from readout_sdk.roles import Role
-
-if TYPE_CHECKING:
-    from random import Random
-
-    from readout_sdk.families.base import Context, Family
 
 
 class ChoicesKind(InputKind):
@@ -27,10 +23,10 @@ class ChoicesKind(InputKind):
     tokenizer_pairs = True
     warm_up = ("warm-up?", ["yes", "no"])
 
-    def describe(self, family: "Family") -> str:
+    def describe(self, family: ItemFamily) -> str:
         return "a question and its choices"
 
-    def check_item(self, family: "Family", index: int, item: Any) -> tuple[str, list[str]]:
+    def check_item(self, family: ItemFamily, index: int, item: Any) -> tuple[str, list[str]]:
         if not isinstance(item, (tuple, list)) or len(item) != 2:
             raise WrongItem(f"item {index}: expected (question, choices), got {type(item).__name__}")
         question, choices = item
@@ -41,12 +37,12 @@ class ChoicesKind(InputKind):
             check_pair(i, (question, c), family.pair_roles)  # type: ignore[arg-type]
         return question, options
 
-    def row_item(self, family: "Family", index: int, row: Mapping[str, Any]) -> tuple[str, list[str]]:
+    def row_item(self, family: ItemFamily, index: int, row: Mapping[str, Any]) -> tuple[str, list[str]]:
         question, choices = family.fields
         return (row_field(index, row, question, family.fields),
                 options_field(index, choices, row_field(index, row, choices, family.fields)))
 
-    def encode(self, family: "Family", ctx: "Context", base: int, items: Sequence[Any], check: bool = True,
+    def encode(self, family: ItemFamily, ctx: Any, base: int, items: Sequence[Any], check: bool = True,
                role: Role | None = None) -> list[list[Prepared]]:  # takes no roles (Engine.role refuses one)
         out = []
         for question, options in items:  # one part per question: its k (question, choice) encodings
@@ -59,19 +55,19 @@ class ChoicesKind(InputKind):
     def sample_inputs(self, backend: Any) -> list[Encoding]:
         return [backend.encode(q, c) for q, c in SAMPLE_PAIRS]
 
-    def sample_parts(self, family: "Family", encoded: list[Encoding], prompt_rows: bool,
+    def sample_parts(self, family: ItemFamily, encoded: list[Encoding], prompt_rows: bool,
                      expansion_id: int | None) -> list[Prepared]:
         return [Prepared((e, e), False) for e in encoded]  # 2 x 2 choices
 
-    def corpus(self, family: "Family", material: Material) -> list[Any]:
+    def corpus(self, family: ItemFamily, material: Material) -> list[Any]:
         return list(material.choices)
 
-    def mixed_item(self, family: "Family", rng: "Random", words: int, text: Callable[[int], str],
+    def mixed_item(self, family: ItemFamily, rng: Random, words: int, text: Callable[[int], str],
                    material: Material) -> Any:
         q, choices = rng.choice(material.choices)
         return (q + " " + text(max(1, words // 4)), list(choices))
 
-    def option_count(self, family: "Family", fields: Mapping[str, Any]) -> int | None:
+    def option_count(self, family: ItemFamily, fields: Mapping[str, Any]) -> int | None:
         name = family.fields[1]
         choices = fields.get(name)
         if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
