@@ -11,6 +11,7 @@ import torch
 
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.families import get as get_family
+from readout_sdk.input_kinds import KINDS
 
 from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
@@ -42,8 +43,6 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
                 opset: int, max_length: int) -> None:
     """Export ``graph`` to ``path`` with dynamic batch/sequence (and choices) axes and the record embedded."""
     import onnx
-
-    from readout_sdk.input_kinds import KINDS
 
     dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
