@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from readout_sdk.errors import AbiError
-from readout_sdk.input_kinds.base import SAMPLE_PAIRS, SAMPLE_TEXTS, InputKind, ItemFamily, Material, WrongItem
+from readout_sdk.errors import AbiError, WrongItem
+from readout_sdk.input_kinds.base import SAMPLE_PAIRS, SAMPLE_TEXTS, InputKind, ItemFamily, Material
 
 _MODULES = ("text", "pair", "choices", "channels")
 

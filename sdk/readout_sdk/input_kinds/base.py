@@ -17,7 +17,7 @@ from tokenizers import Encoding
 
 from readout_sdk.arguments import text
 from readout_sdk.batching import Prepared
-from readout_sdk.errors import InputRefused, SdkError
+from readout_sdk.errors import InputRefused, WrongItem
 from readout_sdk.roles import Role
 
 
@@ -40,11 +40,6 @@ class ItemFamily(Protocol):
 
     @property
     def kind(self) -> "InputKind": ...
-
-
-class WrongItem(SdkError, TypeError):
-    """An input item (or request row) of the wrong type for its family's input kind. A TypeError too, so
-    callers that catch the built-in keep working."""
 
 
 @dataclass(frozen=True)

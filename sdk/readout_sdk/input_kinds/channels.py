@@ -11,8 +11,8 @@ from tokenizers import Encoding
 
 from readout_sdk.arguments import text
 from readout_sdk.batching import Prepared
-from readout_sdk.errors import AbiError, InputRefused
-from readout_sdk.input_kinds.base import InputKind, ItemFamily, Material, WrongItem, row_field
+from readout_sdk.errors import AbiError, InputRefused, WrongItem
+from readout_sdk.input_kinds.base import InputKind, ItemFamily, Material, row_field
 from readout_sdk.roles import Role
 
 

@@ -10,8 +10,8 @@ from tokenizers import Encoding
 
 from readout_sdk.arguments import items as check_items
 from readout_sdk.batching import Prepared
-from readout_sdk.errors import InputRefused
-from readout_sdk.input_kinds.base import SAMPLE_PAIRS, InputKind, ItemFamily, Material, WrongItem, check_pair, row_field
+from readout_sdk.errors import InputRefused, WrongItem
+from readout_sdk.input_kinds.base import SAMPLE_PAIRS, InputKind, ItemFamily, Material, check_pair, row_field
 from readout_sdk.roles import Role
 
 
