@@ -210,8 +210,7 @@ def family_page(name: str, demos: dict[str, Any]) -> str:
     if fam.aggregations:
         lines.append(f"Long inputs (`long_inputs.policy: windows`) aggregate by: "
                      f"{', '.join(f'`{a}`' for a in fam.aggregations)}.")
-    kind = {"text": "one text", "pair": f"a pair ({' and '.join(fam.pair_roles or ('first', 'second'))})",
-            "choices": "a question and its choices"}[fam.input_kind]
+    kind = fam.kind.describe(fam)  # `readout_sdk.input_kinds`
     lines += ["", "## What the graph computes", "", f"Each item is {kind}. The readout inside the graph: "
               f"`{fam.head.auto_class}`'s `{'`, `'.join(fam.head.attributes)}`"
               + (f", then {' → '.join(fam.stages)}" if fam.stages else "") + ".", "",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from readout_sdk.abi import validate_record
+from readout_sdk.input_kinds import varying_axes
 from readout_sdk.artifact import sha256_file, write_meta
 from readout_sdk.release.lifecycle import derive_from
 from readout_sdk.staging import place, staged
@@ -133,7 +134,7 @@ def assemble(plan: Plan, compact_rows: bool = True, adapter_form: str = "merged"
     spec = plan.spec
     stages = spec.stages_for(plan.long_inputs)
     plugin = _plugin_module(plan, config) if "plugin" in stages else None
-    graph = ReadoutGraph(stages, spec.input_kind == "choices", core, kinds, special_ids=tok.inserted_ids,
+    graph = ReadoutGraph(stages, spec.kind.scored_per_part, core, kinds, special_ids=tok.inserted_ids,
                          pad_id=tok.pad_id,
                          pooling=plan.pooling, rows=plan.rows, dense=dense, normalize=plan.normalize,
                          compact_rows=compact_rows, plugin=plugin).eval()
@@ -253,7 +254,7 @@ def _trace(plan: Plan, step: Progress) -> _Traced:
     outputs = spec.outputs_for(plan.long_inputs)
     for o, t in zip(outputs, sample):
         for axis, size in zip(o.axes, t.shape):
-            if axis not in ("batch", "sequence", "choices"):
+            if axis not in varying_axes():
                 out_dims[axis] = int(size)
     return _Traced(graph, core, inputs, list(outputs), out_dims)
 
@@ -432,7 +433,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
             t = sample.pop(0)
             names.append(multi_output.graph_name(name, o.name))
             for axis, size in zip(o.axes, t.shape):
-                if axis not in ("batch", "sequence", "choices"):
+                if axis not in varying_axes():
                     dims[name][axis] = int(size)
     record, weight_files = outputs_record(plan, dims, tok_sha, _versions())
     validate_record(record)

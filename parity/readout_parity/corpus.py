@@ -4,7 +4,9 @@ JSONL lines carry the family's fields (`Family.fields`, the same names serving r
 {"query": ..., "document": ...} for cross-encoders; {"question": ..., "context": ...} for QA;
 {"question": ..., "choices": [...]} for multiple choice; any pair may also be {"first": ..., "second": ...}.
 The built-in corpus spans one content token
-up to past max_length (cut by truncation, or split into windows where the record declares them).
+up to past max_length (cut by truncation, or split into windows where the record declares them). Which items
+a family's corpus holds, and how a row reads, its input kind says (`readout_sdk.input_kinds`): this module holds
+the material and the file handling.
 """
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.errors import SdkError
 from readout_sdk.families import REGISTRY, Family
+from readout_sdk.input_kinds import Material
 from readout_sdk.jsonl import objects
 
 LONG = ("Transformers encode every token of a sentence into a contextual vector, and the readout decides which "
@@ -51,38 +55,31 @@ CHOICES = [
 ]
 
 
+MATERIAL = Material(TEXTS, PAIRS, CHOICES)  # what each input kind draws its built-in items from
+
+
+class CorpusError(SdkError, ValueError):
+    """A corpus file whose rows are not items of the family (the message names the file and line)."""
+
+
 def default_corpus(family: Family) -> list[Any]:
-    """The built-in corpus for a family, by what one of its items is."""
-    if family.input_kind == "channels":
-        return channel_items(family.fields, TEXTS)
-    return list({"choices": CHOICES, "pair": PAIRS}.get(family.input_kind, TEXTS))
-
-
-def channel_items(fields: tuple[str, ...], texts: list[str]) -> list[dict[str, str]]:
-    """Items of a channels family from texts: each text alone in the first field (a query), then items that
-    fill other sets of fields (every one, every other one, the last alone), so that the fusion over present
-    channels is compared with every channel absent somewhere."""
-    items: list[dict[str, str]] = [{fields[0]: t} for t in texts]
-    rest = fields[1:] or fields
-    patterns = [rest, rest[::2], rest[-1:], rest[1::2] or rest]
-    for k, pattern in enumerate(patterns):
-        items += [{f: texts[(i + j + k) % len(texts)] for j, f in enumerate(pattern)} for i in range(0, len(texts), 3)]
-    return items
+    """The built-in corpus for a family, by what one of its items is (`InputKind.corpus`)."""
+    return family.kind.corpus(family, MATERIAL)
 
 
 def load_corpus(path: str | Path, family: Family) -> list[Any]:
     """Read a JSONL corpus of ``family``'s rows; each problem names its line."""
     items: list[Any] = []
-    for n, row in objects(path):
-        if family.input_kind == "pair" and not all(f in row for f in family.fields):
-            row = _as_pair(row, family)
+    kind = family.kind
+    for n, row in objects(path, CorpusError):
+        row = kind.load_row(family, row, REGISTRY.values())  # e.g. a pair in another pair family's field names
         try:
             item = family.row_item(n, row)
             items.append(family.check_item(n, item))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}:{n}: {e}") from None
+            raise CorpusError(f"{path}:{n}: {e}") from None
     if not items:
-        raise ValueError(f"{path}: no items")
+        raise CorpusError(f"{path}: no items")
     return items
 
 
@@ -97,15 +94,6 @@ def distinct_items(items: list[Any]) -> tuple[list[Any], int]:
             seen.add(key)
             out.append(item)
     return out, len(items) - len(out)
-
-
-def _as_pair(row: dict[str, Any], family: Family) -> dict[str, Any]:
-    """A pair written with another pair family's field names, or as {"first", "second"}, in ``family``'s."""
-    layouts = [("first", "second")] + [f.fields for f in REGISTRY.values() if f.input_kind == "pair"]
-    for a, b in layouts:
-        if a in row and b in row:
-            return dict(zip(family.fields, (row[a], row[b])))
-    return row
 
 
 def _sentences() -> list[str]:
@@ -129,17 +117,8 @@ def mixed_corpus(family: Family, n: int, seed: int, min_words: int = 5, max_word
         return " ".join(out[:words])
 
     items: list[Any] = []
+    kind = family.kind
     for _ in range(n):
         words = rng.randint(min_words, max_words)
-        if family.input_kind == "choices":
-            q, choices = rng.choice(CHOICES)
-            items.append((q + " " + text(max(1, words // 4)), list(choices)))
-        elif family.input_kind == "channels":  # a random non-empty set of fields, each its own text
-            present = [f for f in family.fields if rng.random() < 0.5] or [rng.choice(family.fields)]
-            items.append({f: text(max(1, words // len(present))) for f in present})
-        elif family.input_kind == "pair":
-            q, _ = rng.choice(PAIRS)
-            items.append((q, text(words)))
-        else:
-            items.append(text(words))
+        items.append(kind.mixed_item(family, rng, words, text, MATERIAL))
     return items

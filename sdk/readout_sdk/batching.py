@@ -80,12 +80,10 @@ def feed_for(record: dict[str, Any], parts: Sequence[Prepared], side: str = "rig
                      grouped(record), side)
 
 
-PART_AXES = ("choices", "channels")  # an axis of several encodings per item, each fed as one row set
-
-
 def grouped(record: dict[str, Any]) -> bool:
-    """Whether the record's inputs carry a choices or channels axis between batch and sequence."""
-    return any(a in PART_AXES for a in record["inputs"][0]["axes"])
+    """Whether the record's inputs carry a part axis between batch and sequence (several encodings per item,
+    each fed as one row set: a question's choices, a channels item's fields; `InputKind.input_axes`)."""
+    return len(record["inputs"][0]["axes"]) > 2
 
 
 def make_feed(parts: Sequence[Prepared], pad_id: int, inputs: Sequence[str], choices: bool,

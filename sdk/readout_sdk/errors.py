@@ -31,3 +31,8 @@ class AbiError(SdkError, ValueError):
 
 class Busy(SdkError, RuntimeError):
     """Another run holds the output this run would write (see `readout_sdk.staging`)."""
+
+
+class WrongItem(SdkError, TypeError):
+    """An input item (or request row) of the wrong type for what the family's input kind reads
+    (`readout_sdk.input_kinds`): a TypeError too, so callers that catch the built-in keep working."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from readout_sdk.errors import InputRefused
+from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.families import get
 
 DEFAULT_BATCH = (1, 32, 128)
 DEFAULT_CHOICES = (1, 4, 8)
+
+
+class ProfileError(SdkError, ValueError):
+    """A stated optimization profile that is not [min, opt, max] integers within the model's lengths."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +60,14 @@ def derive_profile(stated: dict[str, Any] | None, max_length: int, family: str) 
     stated = stated or {}
     seq = tuple(stated.get("sequence") or (1, min(128, max_length), max_length))
     batch = tuple(stated.get("batch") or DEFAULT_BATCH)
-    choices = tuple(stated.get("choices") or DEFAULT_CHOICES) if get(family).input_kind == "choices" else None
+    # a part axis that varies per call (a question's choices, `readout_sdk.input_kinds`) needs a range too
+    choices = tuple(stated.get("choices") or DEFAULT_CHOICES) if get(family).kind.parts_vary else None
     for name, triple in (("batch", batch), ("sequence", seq), ("choices", choices)):
         if triple is None:
             continue
         if len(triple) != 3 or not all(isinstance(v, int) for v in triple) or not 1 <= triple[0] <= triple[1] <= triple[2]:
-            raise ValueError(f"profile.{name}: expected [min, opt, max] integers with 1 <= min <= opt <= max, "
+            raise ProfileError(f"profile.{name}: expected [min, opt, max] integers with 1 <= min <= opt <= max, "
                              f"got {list(triple)}")
     if seq[2] > max_length:
-        raise ValueError(f"profile.sequence: max {seq[2]} exceeds max_length {max_length}")
+        raise ProfileError(f"profile.sequence: max {seq[2]} exceeds max_length {max_length}")
     return Profile(batch, seq, choices)  # type: ignore[arg-type]

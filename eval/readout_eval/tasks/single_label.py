@@ -27,11 +27,8 @@ class SingleLabel(Task):
 
     def gold(self, ds: Dataset, row: Row, engine: Any) -> int:
         value = row.fields.get("label")
-        if engine.family_spec.input_kind == "choices":
-            choices = row.fields.get("choices")
-            if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-                raise ds.fail(row, "'choices' must be a list of strings")
-            n = len(choices)
+        n = _options(ds, row, engine)
+        if n is not None:  # the classes are the row's own options (a question's choices): gold is an index
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n:
                 raise ds.fail(row, f"'label' must be the index of the right choice (0..{n - 1}), got {value!r}")
             return value
@@ -41,8 +38,9 @@ class SingleLabel(Task):
         return labels.index(value)
 
     def classes(self, engine: Any, ds: Dataset) -> list[str]:
-        if engine.family_spec.input_kind == "choices":
-            return [f"choice {k}" for k in range(max(len(r.fields.get("choices") or ()) for r in ds.rows))]
+        counts = [_options(ds, r, engine) for r in ds.rows]
+        if counts and counts[0] is not None:  # positions of each row's own options, as many as the longest has
+            return [f"choice {k}" for k in range(max(counts))]  # type: ignore[type-var]
         return list(engine.labels or ())
 
     def cases(self, engine: Any, ds: Dataset, golds: Sequence[int]) -> list[Case]:
@@ -107,3 +105,15 @@ def _pad(probs: np.ndarray, k: int) -> np.ndarray:
 
 
 TASK = SingleLabel()
+
+
+def _options(ds: Dataset, row: Row, engine: Any) -> int | None:
+    """How many options the row offers when the family's items bring their own classes (its input kind's
+    `option_count`: a question's choices), else None; a malformed row fails naming its line."""
+    from readout_sdk.errors import InputRefused
+
+    family = engine.family_spec
+    try:
+        return family.kind.option_count(family, row.fields)
+    except InputRefused as e:
+        raise ds.fail(row, str(e)) from None

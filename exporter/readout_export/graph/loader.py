@@ -262,7 +262,7 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
         model = apply_adapter(model, plan.adapter, adapter_form)
     if row is not None and row["row"] in ("last", "last_non_pad"):
         return LastRowCore(model, token_types, row.get("pad_token_id")), kinds
-    core = Core(model, attributes, token_types, spec.input_kind == "choices")
+    core = Core(model, attributes, token_types, spec.kind.scored_per_part)
     return core, kinds
 
 

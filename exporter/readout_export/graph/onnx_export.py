@@ -11,6 +11,7 @@ import torch
 
 from readout_sdk.abi import METADATA_KEY
 from readout_sdk.families import get as get_family
+from readout_sdk.input_kinds import KINDS
 
 from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
@@ -25,28 +26,16 @@ def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,
     channels family); ``prompt_rows``: each
     text's leading prompt rows as well (two and none, so both paths are traced and checked);
     ``expansion_id``: the first text expanded by three rows of that id (`readout_sdk.roles`)."""
-    from readout_sdk.batching import Prepared, make_feed
-    from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
+    from readout_sdk.batching import make_feed
+    from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT
 
     spec = get_family(family)
-    encoded = encode_samples(spec.input_kind, backend)  # what validate encodes too (`tokenizer_io.check_room`)
-    if spec.input_kind == "choices":
-        parts = [Prepared((e, e), False) for e in encoded]
-    elif spec.input_kind == "pair":
-        parts = [Prepared((e,), False) for e in encoded]
-    elif spec.input_kind == "channels":  # one item with every channel, one with the first alone (the rest absent)
-        from tokenizers import Encoding
-
-        k = len(spec.fields)
-        parts = [Prepared((encoded[0],) * k, False), Prepared((encoded[1],) + (Encoding.merge([]),) * (k - 1), False)]
-    else:
-        # the first text with two prompt rows and three expansion rows, the second with neither
-        sample = Role("sample", "", 2 if prompt_rows else 0, expansion=3, expansion_id=expansion_id or 0)
-        parts = [Prepared((e,), False, sample if k == 0 else None,
-                          3 if k == 0 and expansion_id is not None else 0) for k, e in enumerate(encoded)]
+    kind = spec.kind  # what the items are, the input kind says (`readout_sdk.input_kinds`)
+    encoded = kind.sample_inputs(backend)  # what validate encodes too (`tokenizer_io.check_room`)
+    parts = kind.sample_parts(spec, encoded, prompt_rows, expansion_id)
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else []) + \
         ([PROMPT_ROWS_INPUT] if prompt_rows else []) + ([EXPANSION_INPUT] if expansion_id is not None else [])
-    feed = make_feed(parts, pad_id, names, spec.input_kind in ("choices", "channels"))
+    feed = make_feed(parts, pad_id, names, kind.part_axis is not None)
     return {k: torch.from_numpy(v) for k, v in feed.items()}
 
 
@@ -56,10 +45,12 @@ def export_onnx(graph: ReadoutGraph, inputs: dict[str, torch.Tensor], path: Path
     import onnx
 
     dims = {"batch": torch.export.Dim("batch", min=1, max=1 << 20),
-            "choices": torch.export.Dim("choices", min=1, max=1 << 10),
             "sequence": torch.export.Dim("sequence", min=1, max=max_length)}
+    # a part axis that varies per call (a question's choices) is dynamic; a fixed one (a channels family's
+    # fields) never is
+    dims |= {k.part_axis: torch.export.Dim(k.part_axis, min=1, max=k.max_parts)
+             for k in KINDS.values() if k.part_axis and k.parts_vary}
     axes = {i["name"]: i["axes"] for i in record["inputs"]}
-    # a channels axis is the family's fields: fixed, never dynamic
     dynamic = {name: {i: dims[a] for i, a in enumerate(axes[name]) if a in dims} for name in inputs}  # the record lists every input
     output_names = [o["name"] for o in record["outputs"]]
     with warnings.catch_warnings(), torch.no_grad():

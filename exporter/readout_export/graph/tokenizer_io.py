@@ -10,14 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.input_kinds import SAMPLE_PAIRS, SAMPLE_TEXTS, get as input_kind_of  # noqa: F401 (re-exported)
+
 from readout_export.errors import ManifestError
 
 SPECIAL_NAMES = ("cls", "sep", "pad", "bos", "eos", "unk", "mask")
-# the texts a build traces and checks its graph on; validate encodes them too (check_room), so that a
-# max_length or a tokenizer they do not fit is refused before anything is built
-SAMPLE_TEXTS = ["Readout export keeps the meaning of an output inside the graph.", "Short text."]
-SAMPLE_PAIRS = [("What does the graph carry?", "The graph carries its readout and its label map."),
-                ("Why?", "Because shape is not meaning.")]
 # what a tokenizer must encode without failing: plain words, digits, punctuation, accents, an emoji, no text
 PROBES = ["a", "Readout export, 2024: ca\u00e7a \u00e0 la cr\u00e8me? \U0001f600", ""]
 
@@ -82,18 +79,16 @@ def load_tokenizer(tok_dir: Path, max_length: int, side: str, strategy: str) -> 
 
 
 def encode_samples(input_kind: str, backend: Any) -> list[Any]:
-    """The build's sample inputs as this backend encodes them (truncation as resolved): a text each, or a
-    (question, context) pair each for pair and choice families."""
-    if input_kind in ("pair", "choices"):
-        return [backend.encode(q, c) for q, c in SAMPLE_PAIRS]
-    return [backend.encode(t) for t in SAMPLE_TEXTS]
+    """The build's sample inputs as this backend encodes them (truncation as resolved), as the input kind named
+    ``input_kind`` makes them (`InputKind.sample_inputs`: a text each, or a pair each for pair and choice kinds)."""
+    return input_kind_of(input_kind).sample_inputs(backend)
 
 
 def check_room(tok: TokenizerInfo, input_kind: str, max_length: int, family: str) -> None:
     """``max_length`` leaves room for text beside what the tokenizer inserts (one token of each part of a pair
     at least), and the build's sample inputs encode under it; else refused at ``$.max_length``."""
     backend = tok.backend
-    pair = input_kind in ("pair", "choices")
+    pair = input_kind_of(input_kind).tokenizer_pairs
     saved = backend.truncation
     backend.no_truncation()
     try:

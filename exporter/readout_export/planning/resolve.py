@@ -461,9 +461,10 @@ def _resolve_targets(plan: Plan, stated: list[dict[str, Any]] | None) -> None:
                                                    f"{', '.join(sorted(KINDS))})")
         if any(t.kind == kind for t in resolved):
             raise ManifestError(f"$.targets[{i}]", f"repeats target {name}")
-        if kind.compiled_on_device and plan.spec.input_kind == "channels":
-            # an engine's optimization profile has no channels axis (readout_sdk.profiles): never a half-built engine
-            raise ManifestError(f"$.targets[{i}]", f"{name}: TensorRT engines are not built for a channels family "
+        items = plan.spec.kind
+        if kind.compiled_on_device and not items.device_compiled:
+            # an engine's optimization profile has no axis for its items (readout_sdk.profiles): never a half-built engine
+            raise ManifestError(f"$.targets[{i}]", f"{name}: TensorRT engines are not built for a {items.name} family "
                                                    f"({plan.family}) in this release; its ONNX targets run on ONNX "
                                                    "Runtime and OpenVINO")
         resolved.append(_resolve_target(plan, i, entry, kind))

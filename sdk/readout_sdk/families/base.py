@@ -1,6 +1,7 @@
 """`Family`: everything one readout family means, in one object that every path asks.
 
-A family fixes its inputs (one text, a named pair, a question with choices), its ABI outputs and
+A family fixes its inputs (its input kind, `readout_sdk.input_kinds`: one text, a named pair, a question with
+choices, named channels), its ABI outputs and
 axes, the manifest and readout fields it takes, its long-input policies, its *decision* (raw named
 outputs -> typed results: the one decoder the SDK, serving and parity all run), its parity metrics,
 its serving record shape and Arrow types, the transformers head and readout stages the exporter
@@ -19,13 +20,16 @@ import numpy as np
 from tokenizers import Encoding
 
 from readout_sdk import agreement as A
-from readout_sdk.arguments import text
 from readout_sdk.batching import Prepared
 from readout_sdk.calibration import temperature as calibration_temperature
 from readout_sdk.decode import scores as S
 from readout_sdk.encoder import TextEncoder
-from readout_sdk.errors import AbiError, InputRefused
+from readout_sdk.errors import AbiError, InputRefused, WrongCall
+from readout_sdk import input_kinds
 from readout_sdk.families.contract import CONTRACT, PluginInfo
+from readout_sdk.input_kinds import InputKind
+from readout_sdk.input_kinds.base import check_pair, row_field  # noqa: F401 (shared with the family modules)
+from readout_sdk.input_kinds.text import KIND as TEXT
 from readout_sdk.pair_template import PairTemplate, TemplateEncoder, TemplateError
 from readout_sdk.roles import Role, Roles
 from readout_sdk.vector_forms import VectorForm, from_record
@@ -74,7 +78,7 @@ class Context:
         # the calibration layer (`readout_sdk.calibration`): scores come from logits / temperature
         self.temperature: float = calibration_temperature(record)
         self.roles = Roles.from_record(record, self.encoder.tokenizer)
-        # a channels family's field markers (`Family.input_kind` "channels"), by field
+        # a channels family's field markers (`readout_sdk.input_kinds.channels`), by field
         self.channel_markers: dict[str, str] = {c["field"]: c.get("marker", "")
                                                 for c in record["input"].get("channels") or ()}
         # a decoder reranker's prompt template (`readout_sdk.pair_template`): pairs are formatted through it
@@ -129,10 +133,10 @@ class Family:
 
     name: ClassVar[str] = ""
     outputs: ClassVar[tuple[TensorSpec, ...]] = ()
-    # one item is: "text", "pair", "choices" (a question and its k choices) or "channels" (a mapping of
-    # :attr:`fields`, each field a channel encoded alone, its record-declared marker first; an absent field is
-    # an empty row set; a plain text is the first field)
-    input_kind: ClassVar[str] = "text"
+    # the name of what one item is: a registered input kind (`readout_sdk.input_kinds`; :attr:`kind` is the
+    # object). Family modules say it by the kind object's name (``input_kind = PAIR.name``); a plugin may write
+    # the name itself
+    input_kind: ClassVar[str] = TEXT.name
     fields: ClassVar[tuple[str, ...]] = ("text",)  # named fields of a request / corpus / evaluation row
     pair_roles: ClassVar[tuple[str, str] | None] = None  # what the first and second text of a pair are
     single_item: ClassVar[bool] = False           # its call answers one item (QA, multiple choice)
@@ -206,18 +210,19 @@ class Family:
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property
+    def kind(self) -> InputKind:
+        """The input kind object :attr:`input_kind` names (`readout_sdk.input_kinds.get`; UnknownInputKind if
+        none is registered under it)."""
+        return input_kinds.get(self.input_kind)
+
+    @property
     def input_axes(self) -> tuple[str, ...]:
-        if self.input_kind in ("choices", "channels"):
-            return ("batch", self.input_kind, "sequence")
-        return ("batch", "sequence")
+        return self.kind.input_axes
 
     def contentless(self, empty: np.ndarray) -> bool:
         """Whether a padded batch holds an item the zero-row policy refuses, from
-        `TextEncoder.without_content`'s flags ([batch] or [batch, k]): any row without content, except that a
-        channels item needs content in one channel only (its absent channels are empty by design)."""
-        if self.input_kind == "channels":
-            return bool(np.asarray(empty).all(axis=-1).any())
-        return bool(np.asarray(empty).any())
+        `TextEncoder.without_content`'s flags ([batch] or [batch, k]), as the input kind counts content."""
+        return self.kind.contentless(empty)
 
     def outputs_for(self, long_inputs: Mapping[str, Any] | None) -> tuple[TensorSpec, ...]:
         """The graph's outputs under a long-input policy (an aggregation may need more than the result)."""
@@ -253,11 +258,7 @@ class Family:
                 if width is not None and width != len(labels):
                     raise AbiError(f"ABI record $.outputs[{i}].shape: {out['name']!r} is {width} wide, but "
                                    f"$.output.labels names {len(labels)} labels")
-        if self.input_kind == "channels":  # the graph's channel axis is the family's fields, in order
-            stated = [c.get("field") for c in record["input"].get("channels") or ()]
-            if stated != list(self.fields):
-                raise AbiError(f"ABI record $.input.channels: family {self.name} reads the channels "
-                               f"{list(self.fields)}, the record states {stated}")
+        self.kind.check_record(self, record)
         roles = record["input"].get("pair")
         want = {"first": self.pair_roles[0], "second": self.pair_roles[1]} if self.pair_roles else None
         if roles != want:
@@ -297,52 +298,25 @@ class Family:
 
     # ---- inputs ------------------------------------------------------------------------------
     def check_item(self, index: int, item: Any) -> Any:
-        """Type-check one input item; return it in the form :meth:`encode` takes."""
-        if self.input_kind == "channels":
-            return check_channels(index, item, self.fields)
-        if self.pair_roles is None:
-            return text(index, "text", item)
-        check_pair(index, item, self.pair_roles)
-        return (item[0], item[1])
+        """Type-check one input item; return it in the form :meth:`encode` takes (the input kind's rule)."""
+        return self.kind.check_item(self, index, item)
 
     def row_item(self, index: int, row: Mapping[str, Any]) -> Any:
-        """One request / corpus row (a mapping of :attr:`fields`) as an input item."""
-        if self.input_kind == "channels":  # any of the fields; the absent ones are absent channels
-            if not isinstance(row, Mapping):
-                raise TypeError(f"row {index}: expected a mapping of fields ({', '.join(self.fields)}), got "
-                                f"{type(row).__name__}")
-            return {f: row_field(index, row, f, self.fields) for f in self.fields if row.get(f) is not None}
-        values = [row_field(index, row, f, self.fields) for f in self.fields]
-        return values[0] if len(values) == 1 else tuple(values)
+        """One request / corpus row (a mapping of :attr:`fields`) as an input item (the input kind's rule)."""
+        return self.kind.row_item(self, index, row)
 
     def encode(self, ctx: Context, base: int, items: Sequence[Any], check: bool = True,
                role: Role | None = None) -> list[list[Prepared]]:
         """Each item's parts (one, or its windows when the record declares windows), zero-row checked
         (``check=False``: the caller checks the padded batches instead, `TextEncoder.without_content`),
-        under ``role`` (its prompt prepended; `readout_sdk.roles`)."""
-        if self.input_kind == "channels":
-            return encode_channels(ctx, base, items, self.fields, self.uses_offsets, self.checked_role, check)
-        prompt, rows = (role.prompt, role.prompt_tokens) if role is not None else ("", 0)
-        # a role's own truncation length (a multi-vector model's query or document length)
-        tokenizer = ctx.windows or (ctx.encoder.at_length(role.max_length) if role and role.max_length else None)
-        # offsets only where something reads them: this family's decisions, or window ownership
-        encoded = ctx.encoder.encode_batch(base, items, tokenizer,
-                                           offsets=self.uses_offsets or ctx.windows is not None, prompt=prompt)
-        expand = role.expansion if role is not None else 0
-        out = []
-        for j, enc in enumerate(encoded):
-            parts = [enc, *enc.overflowing] if ctx.windows is not None else [enc]
-            for p in parts if check else ():
-                ctx.encoder.check(base + j, p, self.checked_role, rows)
-            out.append([Prepared((p,), bool(p.overflowing) and ctx.windows is None, role, max(0, expand - len(p)))
-                         for p in parts])
-        return out
+        under ``role`` (its prompt prepended; `readout_sdk.roles`): the input kind's encoding."""
+        return self.kind.encode(self, ctx, base, items, check, role)
 
     # ---- decision ----------------------------------------------------------------------------
     def options(self, ctx: Context, **given: Any) -> dict[str, Any]:
         """The decision's options: the record's values, overridden by the call's (validated)."""
         if given:
-            raise TypeError(f"{self.name} takes no decision options, got {sorted(given)}")
+            raise WrongCall(f"{self.name} takes no decision options, got {sorted(given)}")
         return {}
 
     def decide(self, ctx: Context, item: Any, outs: list[dict[str, np.ndarray]], parts: list[Prepared],
@@ -415,7 +389,7 @@ class Family:
     # ---- evaluation --------------------------------------------------------------------------
     def relevance(self, engine: Any, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The declared score of each (query, document) pair, for families scored against documents."""
-        raise TypeError(f"{self.name} does not score documents against a query")
+        raise WrongCall(f"{self.name} does not score documents against a query")
 
     # ---- serving -----------------------------------------------------------------------------
     def record(self, result: Any) -> dict[str, Any]:
@@ -435,72 +409,6 @@ class Family:
 
 
 # ---- helpers the family modules share ------------------------------------------------------------
-def check_pair(index: int, item: Any, roles: tuple[str, str]) -> None:
-    """A (first, second) pair of non-empty strings, each named by its role in a refusal."""
-    if not isinstance(item, (tuple, list)) or len(item) != 2:
-        raise TypeError(f"item {index}: expected a ({roles[0]}, {roles[1]}) pair, got {type(item).__name__}")
-    for role, value in zip(roles, item):
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise InputRefused(f"item {index}: the {role} is missing or empty")
-        text(index, role, value)
-
-
-def check_channels(index: int, item: Any, fields: tuple[str, ...]) -> dict[str, str]:
-    """A channels item: a mapping of some of ``fields`` to non-empty texts, or one text (the first field)."""
-    if isinstance(item, str):
-        item = {fields[0]: item}
-    if not isinstance(item, Mapping):
-        raise TypeError(f"item {index}: expected a text or a mapping of fields ({', '.join(fields)}), got "
-                        f"{type(item).__name__}")
-    unknown = sorted(set(item) - set(fields))
-    if unknown:
-        raise InputRefused(f"item {index}: unknown field(s) {unknown}; this model's fields: {', '.join(fields)}")
-    present = {f: item[f] for f in fields if item.get(f) is not None}
-    for f, value in present.items():
-        if isinstance(value, str) and not value.strip():
-            raise InputRefused(f"item {index}: the {f} is empty; leave an absent field out")
-        text(index, f, value)
-    if not present:
-        raise InputRefused(f"item {index}: no field is present (fields: {', '.join(fields)})")
-    return present
-
-
-def encode_channels(ctx: Context, base: int, items: Sequence[dict[str, str]], fields: tuple[str, ...],
-                    offsets: bool, what: str, check: bool) -> list[list[Prepared]]:
-    """Each item as one part of ``len(fields)`` encodings in field order: a present field's marker (the record's
-    ``input.channels``) and text, encoded alone; an absent field as no rows at all. Every text of the call is
-    encoded in one tokenizer call."""
-    from tokenizers import Encoding
-
-    markers = ctx.channel_markers
-    flat = [(j, f, markers.get(f, "") + item[f]) for j, item in enumerate(items) for f in fields if f in item]
-    encoded = iter(ctx.encoder.encode_batch(base, [t for _, _, t in flat], offsets=offsets))
-    found: dict[tuple[int, str], Encoding] = {(j, f): next(encoded) for j, f, _ in flat}
-    out = []
-    for j, item in enumerate(items):
-        encs = tuple(found.get((j, f)) or Encoding.merge([]) for f in fields)
-        if check:  # a present channel always has rows (its marker, its text); the item needs content in one
-            for f in item:
-                ctx.encoder.check(base + j, found[(j, f)], f)
-        out.append([Prepared(encs, any(bool(e.overflowing) for e in encs))])
-    return out
-
-
-def row_field(index: int, row: Mapping[str, Any], name: str, need: tuple[str, ...]) -> Any:
-    """One named field of a request row (bytes decoded), or a refusal naming the fields rows carry."""
-    if not isinstance(row, Mapping):
-        raise TypeError(f"row {index}: expected a mapping of fields ({', '.join(need)}), got {type(row).__name__}")
-    if name not in row or row[name] is None:
-        raise InputRefused(f"row {index}: missing field {name!r} (this model's rows carry: {', '.join(need)})")
-    value = row[name]
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputRefused(f"row {index}: field {name!r} is not UTF-8 text (invalid byte at {e.start})") from None
-    return value
-
-
 def by_label(pa: Any, labels: Sequence[str] | None) -> Any:
     """An Arrow struct with one float64 per label, in label order."""
     return pa.struct([(lab, pa.float64()) for lab in labels or ()])

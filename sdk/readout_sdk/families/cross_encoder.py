@@ -17,6 +17,7 @@ from readout_sdk import agreement as A
 from readout_sdk.batching import Prepared
 from readout_sdk.errors import AbiError, InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.input_kinds.pair import KIND as PAIR
 from readout_sdk.pair_template import TemplateError
 from readout_sdk.results import Scored
 
@@ -31,7 +32,7 @@ class CrossEncoderFamily(Family):
     task = "relevance"
     calibrators = ("temperature",)
     outputs = (TensorSpec("logits", "float32", ("batch", "classes")),)
-    input_kind = "pair"
+    input_kind = PAIR.name
     fields = ("query", "document")
     pair_roles = ("query", "document")
     label_axis = True

@@ -28,6 +28,7 @@ from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.words import span_chars
 from readout_sdk.errors import InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.input_kinds.pair import KIND as PAIR
 from readout_sdk.results import Answer
 
 MAX_ANSWER_LENGTH = 30  # in tokens: transformers' run_qa / postprocess_qa_predictions default (the pipeline's is 15)
@@ -88,7 +89,7 @@ class ExtractiveQAFamily(Family):
     calibrators = ("null_threshold",)
     outputs = (TensorSpec("start_logits", "float32", ("batch", "sequence")),
                TensorSpec("end_logits", "float32", ("batch", "sequence")))
-    input_kind = "pair"
+    input_kind = PAIR.name
     fields = ("question", "context")
     pair_roles = ("question", "context")
     single_item = True

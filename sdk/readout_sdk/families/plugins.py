@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any, Mapping
 
+from readout_sdk import input_kinds
 from readout_sdk.errors import AbiError, first_line
 from readout_sdk.families.base import Family
 from readout_sdk.families.contract import CONTRACT, PluginInfo
@@ -91,6 +92,10 @@ def load(name: str, builtin: frozenset[str] = frozenset()) -> Any:
     if family.contract != CONTRACT:
         raise PluginRefused(f"{who} implements {family.contract!r}; this readout-sdk implements {CONTRACT!r}: "
                             f"install a {package} release for {CONTRACT}")
+    if family.input_kind not in input_kinds.KINDS:  # refused at load, not at its first item
+        raise PluginRefused(f"{who}: input kind {family.input_kind!r} is not registered (known: "
+                            f"{', '.join(input_kinds.KINDS)}); a plugin's own kind is added with "
+                            "readout_sdk.input_kinds.register before its family loads")
     family.plugin = PluginInfo(name, package, version, family.contract)
     return family
 

@@ -20,11 +20,6 @@ from readout_sdk.serving.http.problems import Problem, from_sdk
 from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
 
-# one input per family's input kind, run once at load so the first client does not pay for first-call costs
-WARM_UP = {"text": "warm-up", "pair": ("warm-up?", "warm-up"), "choices": ("warm-up?", ["yes", "no"]),
-           "channels": "warm-up"}  # a channels item may be one text: its first field
-
-
 @dataclass
 class Outcome:
     """A call's records in input order, and the tokens the model ran for them."""
@@ -65,7 +60,7 @@ class Served:
         """One input through the engine (first-run allocations, lazy compiles) before the server says ready."""
         for part in self.readouts.values():
             part.warm_up()
-        self.engine.decide([WARM_UP[self.family.input_kind]])
+        self.engine.decide([self.family.kind.warm_up])  # its input kind's warm-up item (`InputKind.warm_up`)
 
     @property
     def token_text(self) -> TokenText:

@@ -69,7 +69,7 @@ async def predict(request: Any, server: Server) -> Answer:
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = serves(server.routed(request), "/predict")
     _no_raw_scores(doc, served)
-    items, single = _predict_inputs(doc, pairs=served.family.input_kind == "pair")
+    items, single = _predict_inputs(doc, pairs=served.family.kind.http_pair)
     outcome = await run(request, served, doc, items, "$.inputs")
     out = [_predictions(served, r) for r in outcome.records]
     return Answer(out[0] if single else out, served)

@@ -33,7 +33,7 @@ async def records(request: Any, server: Server) -> Answer:
     family = server.routed(request).family
     if family.fields == ("text",):
         return await _texts(request, server, "/records")
-    return await _objects(request, server, "/records", texts=family.input_kind == "channels")
+    return await _objects(request, server, "/records", texts=family.kind.text_items)
 
 
 async def _texts(request: Any, server: Server, route: str) -> Answer:
