@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from readout_sdk.errors import InputRefused, first_line
+from readout_sdk.errors import InputRefused, WrongCall, first_line
 
 
 class TextEncoder:
@@ -88,7 +88,7 @@ class TextEncoder:
             elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
                 inputs.append((item[0], item[1]))
             else:
-                raise TypeError(f"item {base + j}: expected str or a (str, str) pair, got {type(item).__name__}")
+                raise WrongCall(f"item {base + j}: expected str or a (str, str) pair, got {type(item).__name__}")
         if not inputs:
             return []
         tok = tokenizer or self.tokenizer
