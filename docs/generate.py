@@ -5,6 +5,8 @@
 - docs/reference/cli.md from the click commands of `readout-export` (every command, argument and option);
 - docs/families/<family>.md from the family registry (readout_sdk.families), the default parity budgets
   (abi_specs/parity-budgets-1.json) and examples/demo_models.py (each family's demo and app).
+- docs/reference/api.md from the ``__all__`` of each public package (`PUBLIC_PACKAGES`) and the first line of
+  each name's docstring;
 - docs/architectures.md from the architecture matrix (tests/helpers/architectures.py) and what its last full
   run measured (tests/helpers/architectures.json).
 
@@ -328,13 +330,70 @@ def architectures_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# The packages whose ``__all__`` is the public Python API (docs/reference/api.md); every other module is internal.
+PUBLIC_PACKAGES = ("readout_sdk", "readout_sdk.release", "readout_sdk.serving", "readout_export", "readout_parity",
+                   "readout_eval")
+
+
+def _first_line(doc: str | None) -> str:
+    """A docstring's first sentence-line, as one table cell."""
+    line = (doc or "").strip().split("\n\n")[0]
+    return " ".join(line.split()).replace("|", "\\|")
+
+
+def _summary(package: Any, name: str) -> tuple[str, str]:
+    """(kind, first docstring line) of ``package.name``. A submodule's docstring is read from its source, not
+    imported: a serving module may need an extra this machine lacks."""
+    import ast
+
+    spec = importlib.util.find_spec(f"{package.__name__}.{name}")
+    if spec is not None and spec.origin and spec.origin.endswith(".py"):
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")))
+        return ("package" if spec.submodule_search_locations else "module"), _first_line(doc)
+    value = getattr(package, name)
+    if inspect.isclass(value):
+        kind = "exception" if issubclass(value, BaseException) else "class"
+    elif callable(value):
+        kind = "function"
+    elif isinstance(value, (str, int)):
+        return "constant", f"`{value!r}`"
+    elif isinstance(value, dict) and value:  # a registry: what it maps, not its entries (plugins add to them)
+        values = list(value.values())
+        common = next(c for c in type(values[0]).__mro__ if all(isinstance(v, c) for v in values))
+        return "registry", f"names to `{common.__name__}` objects"
+    else:
+        return "constant", type(value).__name__
+    return kind, _first_line(value.__doc__)
+
+
+def api_page() -> str:
+    """docs/reference/api.md: each public package's ``__all__``, with what each name is."""
+    lines = [HEADER.format(source="the __all__ of each public package (PUBLIC_PACKAGES in docs/generate.py)"),
+             "# Python API reference", "",
+             "The public Python surface is what these packages export in `__all__`, listed here. Everything else "
+             "(the other modules, such as `readout_sdk.engine` or `readout_export.planning`, and every name that "
+             "starts with `_`) is internal: importable, used by the packages themselves and the tests, but it may "
+             "change in any release without a deprecation. Modules are kept at their names rather than renamed "
+             "with a leading `_`; this page is what says which are public.", "",
+             "One deprecated path remains: `readout_sdk.triton_model` is `readout_sdk.serving.triton_model`, for "
+             "Triton repositories written before the move; importing it warns once (`DeprecationWarning`).", ""]
+    for name in PUBLIC_PACKAGES:
+        package = importlib.import_module(name)
+        lines += [f"## `{name}`", "", _first_line(package.__doc__), "", "| name | kind | what it is |", "|---|---|---|"]
+        for member in package.__all__:
+            kind, what = _summary(package, member)
+            lines.append(f"| `{member}` | {kind} | {what} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def pages() -> dict[Path, str]:
     """Every generated page, by path."""
     from readout_sdk.families import REGISTRY
 
     demos = _demos()
     out = {ROOT / "docs" / "reference" / "manifest.md": manifest_page(),
-           ROOT / "docs" / "reference" / "cli.md": cli_page()}
+           ROOT / "docs" / "reference" / "cli.md": cli_page(), ROOT / "docs" / "reference" / "api.md": api_page()}
     for name in REGISTRY:
         out[ROOT / "docs" / "families" / f"{name}.md"] = family_page(name, demos)
     out[ROOT / "docs" / "architectures.md"] = architectures_page()

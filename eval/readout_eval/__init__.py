@@ -7,3 +7,5 @@ parent on the same case ids, `lineage` keeps each data file's role, `calibrators
 layer and `calibrate` writes the calibrated artifact, and `report` writes JSON, text and JUnit. It needs the ``eval`` extra (scikit-learn, scipy, pytrec_eval,
 matplotlib); the base SDK never imports it.
 """
+# public modules (docs/reference/api.md); calibrators, measures and plots are internal
+__all__ = ["calibrate", "data", "gates", "lineage", "paired", "report", "run", "slices", "tasks"]

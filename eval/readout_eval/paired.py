@@ -10,6 +10,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from readout_sdk.errors import InputRefused
+
 from readout_eval.tasks import Case, Task
 
 MAX_IDS = 50  # regressed ids listed in full up to this many (the count is always exact)
@@ -19,7 +21,7 @@ def compare(task: Task, cand: Sequence[Case], parent: Sequence[Case], cand_metri
             parent_metrics: Mapping[str, Any], parent_release: str | None) -> dict[str, Any]:
     """The ``paired`` section of a report."""
     if [c.id for c in cand] != [p.id for p in parent]:
-        raise ValueError("candidate and parent were not evaluated on the same cases")
+        raise InputRefused("candidate and parent were not evaluated on the same cases")
     deltas = {k: (None if cand_metrics.get(k) is None or parent_metrics.get(k) is None
                   else float(cand_metrics[k] - parent_metrics[k])) for k in cand_metrics}
     out: dict[str, Any] = {"parent_release_id": parent_release, "cases": len(cand),

@@ -25,6 +25,28 @@ class BuildError(ReadoutExportError):
     exit_code = 1
 
 
+class ExportRefused(ReadoutExportError, ValueError):
+    """What a build was asked to make names something this exporter cannot build (a pooling mode or readout
+    stage a family or plugin declares, an adapter form, a model class transformers lacks): exit 2. A
+    ValueError for callers that caught the plain one."""
+
+    exit_code = 2
+
+
+class NoModelClass(ExportRefused, KeyError):
+    """transformers (or the model directory's code) has no class for this architecture under the auto
+    class the family needs; a KeyError, as the lookup's callers expect. Printed as its message (KeyError's
+    own ``str`` would quote it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class GraphError(BuildError, ValueError):
+    """A graph a build step made or was handed that the next step cannot work on (a tensor two nodes
+    write, nodes asked for that the graph does not have): the build fails, exit 1."""
+
+
 class ManifestProblems(ManifestError):
     """Several independent problems in one manifest (what `validate` reports, one line each); reads as
     the first of them wherever a single ManifestError is expected."""

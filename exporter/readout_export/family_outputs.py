@@ -22,6 +22,7 @@ from typing import Any
 
 from readout_sdk.families import get as get_family
 from readout_sdk.families import multi_output
+from readout_sdk.runners import Lifecycle
 
 from readout_export.errors import ManifestError
 from readout_export.planning.manifest import Manifest, resolved_path
@@ -251,7 +252,7 @@ REFERENCE = "BGE-M3's published formulas in eager PyTorch fp32 (transformers Aut
             "each example alone, unpadded"
 
 
-class FormulaRunner:
+class FormulaRunner(Lifecycle):
     """The parity reference of a multi-output artifact, written from BGE-M3's published formulas rather than the
     exported graph's stages: ``last_hidden_state`` of transformers' AutoModel on each example alone (its own
     position ids), then per output ``dense = normalize(h[:, 0])`` (CLS pooling) or the output's pooling and
@@ -283,6 +284,7 @@ class FormulaRunner:
         import numpy as np
         import torch
 
+        self._open()
         outs: dict[str, list[np.ndarray]] = {}
         ids_all, mask_all = feed["input_ids"], feed["attention_mask"]
         for ids_row, mask_row in zip(ids_all, mask_all):
@@ -335,7 +337,8 @@ class FormulaRunner:
         return {"embeddings": v.numpy()}
 
     def embedded_metadata(self) -> dict[str, str]:
+        self._open()
         return {}
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.model = None

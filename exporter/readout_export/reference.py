@@ -111,6 +111,7 @@ class EagerRunner(Lifecycle):
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         import torch
 
+        self._open()
         self.graph.compact_rows = not self.default_positions
         try:
             with torch.no_grad():
@@ -122,9 +123,10 @@ class EagerRunner(Lifecycle):
         return [by_name[n] for n in names]
 
     def embedded_metadata(self) -> dict[str, str]:
+        self._open()
         return {}  # an eager graph carries no record; it is rebuilt from the one the artifact keeps
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.graph = None
 
 

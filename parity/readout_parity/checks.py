@@ -9,11 +9,14 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
+from readout_sdk.errors import SdkError
+
 PASS, FAIL, NOT_EVALUATED = "PASS", "FAIL", "NOT_EVALUATED"
 
 
-class ParityError(RuntimeError):
-    """The reference cannot be built (missing source, changed weights) or the corpus is unusable."""
+class ParityError(SdkError, RuntimeError):
+    """The reference cannot be built (missing source, changed weights) or the corpus is unusable; an
+    `SdkError`, so the CLI reports it as a refusal (one line, exit 2) like the SDK's own."""
 
 
 @dataclass(frozen=True)

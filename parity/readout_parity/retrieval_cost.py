@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from readout_sdk.agreement import TIE_TOLERANCE, tie_groups
+from readout_sdk.errors import BadArgument, FormError, InputRefused
 from readout_sdk.vector_forms import VectorForm, apply, similarity
 
 K = 10      # neighbours compared
@@ -73,16 +74,16 @@ def retrieval_cost(full_scores: np.ndarray, reduced_scores: np.ndarray) -> dict[
     f = np.asarray(full_scores, dtype=np.float64)
     r = np.asarray(reduced_scores, dtype=np.float64)
     if f.ndim != 2 or f.shape[0] != f.shape[1] or r.shape != f.shape:
-        raise ValueError(f"score matrices must be the same square [n, n] shape, got {list(f.shape)} "
+        raise BadArgument(f"score matrices must be the same square [n, n] shape, got {list(f.shape)} "
                          f"and {list(r.shape)}")
     n = len(f)
     if n < 3:
-        raise ValueError(f"retrieval cost needs at least 3 rows (2 candidates per query), got {n}")
+        raise BadArgument(f"retrieval cost needs at least 3 rows (2 candidates per query), got {n}")
     off = ~np.eye(n, dtype=bool)
     for name, s in (("full", f), ("reduced", r)):
         bad = np.flatnonzero(~(np.isfinite(s) | ~off).all(axis=1))
         if bad.size:
-            raise ValueError(f"{name} scores of row {int(bad[0])} are not finite")
+            raise InputRefused(f"{name} scores of row {int(bad[0])} are not finite")
     k, pool = min(K, n - 1), min(POOL, n - 1)
     overlap = recall = corr = 0.0
     for i in range(n):
@@ -100,10 +101,10 @@ def form_cost(vectors: np.ndarray, form: VectorForm) -> dict[str, float]:
     dims, the artifact's score ``form.float_score``). NaN rows are refused, naming the first."""
     v = np.asarray(vectors, dtype=np.float32)
     if v.ndim != 2:
-        raise ValueError(f"vectors must be a 2-D [n, dim] array, got shape {list(v.shape)}")
+        raise FormError(f"vectors must be a 2-D [n, dim] array, got shape {list(v.shape)}")
     bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
     if bad.size:
-        raise ValueError(f"row {int(bad[0])} is not finite (a text with no content rows?): it has no neighbours")
+        raise FormError(f"row {int(bad[0])} is not finite (a text with no content rows?): it has no neighbours")
     full = VectorForm(width=v.shape[1], precision="float32", float_score=form.float_score, renormalize=False)
     stored = apply(form, v)
     return retrieval_cost(similarity(full, v, v), similarity(form, stored, stored))

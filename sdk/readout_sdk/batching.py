@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Encoding
 
+from readout_sdk.errors import BadArgument, InputRefused
 from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role
 
 SIDES = ("left", "right")
@@ -45,7 +46,7 @@ def pad(encs: Sequence[Encoding], pad_id: int, inputs: Sequence[str], side: str 
     ``expansions``: per encoding, (rows, id) of a query expansion (`readout_sdk.roles`): that many rows of
     that id follow its tokens, not attended (``attention_mask`` 0) and marked in ``expansion_mask``."""
     if side not in SIDES:
-        raise ValueError(f"padding side must be one of {SIDES}, got {side!r}")
+        raise BadArgument(f"padding side must be one of {SIDES}, got {side!r}")
     tokens = np.fromiter(map(len, encs), np.int64, len(encs))
     extra = np.fromiter((e for e, _ in expansions), np.int64, len(encs)) if expansions else np.zeros_like(tokens)
     lengths = tokens + extra
@@ -98,7 +99,7 @@ def make_feed(parts: Sequence[Prepared], pad_id: int, inputs: Sequence[str], cho
     if choices:
         k = len(parts[0].encodings)
         if any(len(p.encodings) != k for p in parts):
-            raise ValueError("a batch of multiple-choice items must have the same number of choices")
+            raise InputRefused("a batch of multiple-choice items must have the same number of choices")
         feed = {name: v.reshape(len(parts), k, -1) for name, v in feed.items()}
     return feed
 
@@ -135,7 +136,7 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int)
     tokens each (a single item longer than the budget still runs, alone). Parts with different numbers
     of encodings (multiple-choice questions with different numbers of choices) never share a batch."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        raise BadArgument(f"batch_size must be at least 1, got {batch_size}")
     rows = [len(p.encodings) * max(map(len, p.encodings)) for p in prepared]
     k = [len(p.encodings) for p in prepared]
     order = sorted(range(len(prepared)), key=lambda i: (k[i], -rows[i]))

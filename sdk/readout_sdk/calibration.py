@@ -22,7 +22,7 @@ import copy
 import math
 from typing import Any, Mapping
 
-from readout_sdk.errors import SdkError
+from readout_sdk.errors import AbiError, SdkError
 
 SCHEME = "readout-calibration/1"
 # decision-layer keys of the record's ``output`` section that a calibration overlay may set
@@ -95,10 +95,10 @@ def overlay(graph_record: Mapping[str, Any], calibration: Mapping[str, Any] | No
 
     unknown = set(decision) - set(DECISION_KEYS)
     if unknown:
-        raise ValueError(f"not decision keys a calibration may set: {sorted(unknown)}")
+        raise CalibrationError(f"not decision keys a calibration may set: {sorted(unknown)}")
     ident = graph_record.get("identity")
     if not ident:
-        raise ValueError("the graph record has no layered identity (built before readout-identity/1); rebuild it")
+        raise AbiError("the graph record has no layered identity (built before readout-identity/1); rebuild it")
     out = {k: copy.deepcopy(v) for k, v in graph_record.items() if k != "identity"}
     out["output"] = {**out["output"], **copy.deepcopy(dict(decision))}
     out["calibration"] = copy.deepcopy(dict(calibration)) if calibration else None

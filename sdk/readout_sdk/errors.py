@@ -18,7 +18,37 @@ class InputRefused(SdkError, ValueError):
 
 
 class WrongCall(SdkError, TypeError):
-    """A family-specific call on an engine of another family."""
+    """A call made the wrong way: an argument of the wrong type (a str where a list of items belongs), or a
+    family-specific call on an engine of another family."""
+
+
+class BadArgument(SdkError, ValueError):
+    """An argument value outside what the call accepts (a batch size below 1, a mode that is not one of the
+    listed ones, score matrices of different shapes); the message names the argument and what it accepts."""
+
+
+class UnknownName(SdkError, KeyError):
+    """A name that a registry (devices, backends, target kinds, layers) has no entry for; the message lists
+    the known ones. A KeyError for callers that look names up, but printed as its message: KeyError's own
+    ``str`` would quote it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class FormError(SdkError, ValueError):
+    """A vector form that cannot be: its record (width, precision, ranges), or vectors that do not fit it
+    (the wrong shape or dtype, rows that are not finite where a quantized form needs numbers)."""
+
+
+class WindowError(SdkError, ValueError):
+    """Windows of one long input that cannot be stitched back into one sequence (no windows, rows that
+    differ between windows, a stride or layout that does not fit)."""
+
+
+class Closed(SdkError, RuntimeError):
+    """A call on something already closed (a runner, an engine): open a new one. ``close()`` itself may be
+    called again at no cost."""
 
 
 class DeviceUnavailable(SdkError, RuntimeError):

@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from readout_sdk.errors import InputRefused
+
 
 def loads(data: bytes | str, fail: Callable[[str], Exception]) -> Any:
     """Strict JSON: UTF-8, no NaN or Infinity, bounded nesting. What is wrong goes to ``fail`` (a short
@@ -22,7 +24,7 @@ def loads(data: bytes | str, fail: Callable[[str], Exception]) -> Any:
         raise fail(f"not valid JSON ({e})") from None
 
 
-def objects(path: str | Path, error: type[Exception] = ValueError,
+def objects(path: str | Path, error: type[Exception] = InputRefused,
             raw: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a UTF-8 JSONL file. Lines end at "\\n" only, so
     U+2028 and the like may sit raw inside JSON strings; anything but a JSON object raises ``error``
@@ -43,4 +45,5 @@ def objects(path: str | Path, error: type[Exception] = ValueError,
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name}: not a finite number")
+    # caught by `loads` (a ValueError), which hands the reason to its caller's ``fail``
+    raise InputRefused(f"{name}: not a finite number")

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from readout_sdk.errors import FormError
+
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
@@ -43,9 +45,9 @@ class Embeddings:
         if self.form is not None or other.form is not None:
             names = [e.form.name if e.form is not None else "full float32" for e in (self, other)]
             if self.form != other.form:
-                raise ValueError(f"cannot compare vectors of form {names[0]} with vectors of form {names[1]}")
+                raise FormError(f"cannot compare vectors of form {names[0]} with vectors of form {names[1]}")
         if other.score_type != self.score_type:
-            raise ValueError(f"cannot compare {self.score_type} embeddings with {other.score_type} embeddings")
+            raise FormError(f"cannot compare {self.score_type} embeddings with {other.score_type} embeddings")
         if self.form is not None:
             from readout_sdk.vector_forms import similarity
 

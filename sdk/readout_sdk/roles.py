@@ -107,7 +107,7 @@ class Roles:
         if role is None:
             return self.declared[self.default] if self.default is not None else self.without_role
         if not isinstance(role, str):
-            raise TypeError(f"role must be a str, got {type(role).__name__}")
+            raise WrongCall(f"role must be a str, got {type(role).__name__}")
         if role not in self.declared:
             said = f"its roles are {sorted(self.declared)}" if self.declared else "it declares no roles"
             raise WrongCall(f"role {role!r} is not declared by this artifact; {said}")

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.errors import Closed, DeviceUnavailable
 from readout_sdk.targets.backends import BACKENDS, onnxruntime_module
 
 OPENVINO_EXTRA = BACKENDS["openvino"].install
@@ -24,7 +24,8 @@ OPENVINO_EXTRA = BACKENDS["openvino"].install
 class Runner(Protocol):
     """What the SDK, the parity harness and the exporter's eager reference all run (after Polygraphy's
     runners): outputs by name for a feed, what ran, the record the graph carries, and a close that
-    releases the runtime. A runner is ready when constructed; ``close()`` may be called twice."""
+    releases the runtime. A runner is ready when constructed; ``close()`` may be called twice, and any other
+    call after it raises `readout_sdk.errors.Closed`."""
 
     backend: str
     device: str
@@ -54,10 +55,27 @@ class Runner(Protocol):
 
 class Lifecycle:
     """The one lifecycle every runner shares (after Polygraphy's runners): ready when constructed, a
-    context manager, and ``close()`` safe to call twice."""
+    context manager, ``close()`` safe to call twice, and every call after it refused with `Closed` (a
+    typed refusal instead of the AttributeError a released session would give). A runner releases its
+    runtime in ``_release`` and starts each public call with ``self._open()``."""
 
-    def close(self) -> None:  # pragma: no cover - each runner releases its own runtime
+    closed: bool = False  # set by close(); a class default, so a runner needs no __init__ call for it
+
+    def close(self) -> None:
+        """Release the runtime (``_release``) the first time; later calls do nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self._release()
+
+    def _release(self) -> None:  # pragma: no cover - each runner releases its own runtime
         raise NotImplementedError
+
+    def _open(self) -> None:
+        """Refuse a call on a closed runner, naming it."""
+        if self.closed:
+            raise Closed(f"this {getattr(self, 'backend', 'runner')} runner is closed; open a new one "
+                         "(readout_sdk.load, or readout_sdk.targets.open_runner)")
 
     def __enter__(self):
         return self
@@ -237,6 +255,7 @@ class OrtRunner(Lifecycle):
                           "spinning": spinning}
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self._open()
         if self.device == "cuda":
             return self._run_bound(names, feed)
         return self.session.run(names, feed)
@@ -252,13 +271,15 @@ class OrtRunner(Lifecycle):
         return binding.copy_outputs_to_cpu()
 
     def embedded_metadata(self) -> dict[str, str]:
+        self._open()
         return dict(self.session.get_modelmeta().custom_metadata_map)
 
     def output_shapes(self) -> dict[str, tuple[int | None, ...]]:
         """Each graph output's shape as the graph declares it (None: a dynamic axis)."""
+        self._open()
         return {o.name: tuple(d if isinstance(d, int) else None for d in o.shape) for o in self.session.get_outputs()}
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.session = None  # type: ignore[assignment]  # ONNX Runtime frees the session with its last reference
 
 
@@ -322,6 +343,7 @@ class OpenVINORunner(Lifecycle):
                           "streams": self.streams, "compiled_cache": cache}
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self._open()
         request = self._free.get()
         try:
             result = request.infer(feed)  # copies outputs out of the request's buffers
@@ -330,6 +352,7 @@ class OpenVINORunner(Lifecycle):
             self._free.put(request)
 
     def embedded_metadata(self) -> dict[str, str]:
+        self._open()
         return dict(self._embedded)
 
     def _read_embedded(self, data: bytes | None) -> dict[str, str]:
@@ -358,10 +381,11 @@ class OpenVINORunner(Lifecycle):
 
     def output_shapes(self) -> dict[str, tuple[int | None, ...]]:
         """Each output's shape as the compiled model declares it (None: a dynamic axis)."""
+        self._open()
         return {name: tuple(d.get_length() if d.is_static else None for d in port.get_partial_shape())
                 for name, port in self._ports.items()}
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self._free = queue.SimpleQueue()  # drop the infer requests, then the compiled model
         self.compiled = None
 
@@ -435,6 +459,7 @@ class TensorRTRunner(Lifecycle):
                           "profile": self.profile.describe()}
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self._open()
         self.profile.check(tuple(feed["input_ids"].shape))
         with self._lock:  # one execution context; TrtRunner reuses its output buffers, so copy them out
             out = self._runner.infer(feed_dict=feed, copy_outputs_to_host=True)
@@ -446,9 +471,10 @@ class TensorRTRunner(Lifecycle):
 
         from readout_sdk.abi import METADATA_KEY
 
+        self._open()
         return {METADATA_KEY: json.dumps(self._record)}
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Deactivate what __init__ activated (Polygraphy's TrtRunner frees its context and buffers)."""
         with self._lock:
             if self._runner is not None and self._runner.is_active:

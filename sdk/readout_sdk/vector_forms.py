@@ -9,7 +9,7 @@ bit for bit, so vectors stored by either side can be searched by the other.
 Policies (the choices a caller cannot see from the arrays alone):
 
 * NaN rows (texts with no content rows): a ``float32`` form keeps them NaN; a quantized form
-  refuses them with a ValueError naming the first such row, because every integer code is a
+  refuses them with a FormError (a ValueError) naming the first such row, because every integer code is a
   valid vector and a NaN would silently become one (``floor(nan)`` casts to an arbitrary code,
   and ``nan > 0`` packs as all-zero bits).
 * Binary similarity is ``width - hamming_distance``: the number of kept bits on which two
@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from readout_sdk.errors import FormError
 
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 # the similarity a float32 form inherits from the artifact (`readout_sdk.results.Embeddings`)
@@ -40,19 +42,19 @@ def _is_int(value: object) -> bool:
 
 
 def _check_ranges(ranges: object, width: int) -> np.ndarray:
-    """``ranges`` as a read-only float32 [2, width] array, or ValueError naming the field."""
+    """``ranges`` as a read-only float32 [2, width] array, or FormError naming the field."""
     try:
         # float32 because quantize_embeddings casts ranges to float32 before using them
         r = np.array(ranges, dtype=np.float32)
     except (TypeError, ValueError):
-        raise ValueError(f"vector form: ranges must be numbers, shape [2, {width}]") from None
+        raise FormError(f"vector form: ranges must be numbers, shape [2, {width}]") from None
     if r.shape != (2, width):
-        raise ValueError(f"vector form: ranges must have shape [2, {width}] (min row, max row), got {list(r.shape)}")
+        raise FormError(f"vector form: ranges must have shape [2, {width}] (min row, max row), got {list(r.shape)}")
     if not np.isfinite(r).all():
-        raise ValueError("vector form: ranges must be finite")
+        raise FormError("vector form: ranges must be finite")
     bad = np.flatnonzero(r[0] > r[1])
     if bad.size:
-        raise ValueError(f"vector form: ranges minimum exceeds maximum at dimension {int(bad[0])}")
+        raise FormError(f"vector form: ranges minimum exceeds maximum at dimension {int(bad[0])}")
     r.setflags(write=False)
     return r
 
@@ -76,23 +78,23 @@ class VectorForm:
 
     def __post_init__(self) -> None:
         if not _is_int(self.width) or self.width < 1:
-            raise ValueError(f"vector form: width must be a positive integer, got {self.width!r}")
+            raise FormError(f"vector form: width must be a positive integer, got {self.width!r}")
         object.__setattr__(self, "width", int(self.width))
         if self.precision not in PRECISIONS:
-            raise ValueError(f"vector form: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise FormError(f"vector form: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.float_score not in FLOAT_SCORES:
-            raise ValueError(f"vector form: float_score must be one of {', '.join(FLOAT_SCORES)}, "
+            raise FormError(f"vector form: float_score must be one of {', '.join(FLOAT_SCORES)}, "
                              f"got {self.float_score!r}")
         if not isinstance(self.renormalize, (bool, np.bool_)):
-            raise ValueError(f"vector form: renormalize must be true or false, got {self.renormalize!r}")
+            raise FormError(f"vector form: renormalize must be true or false, got {self.renormalize!r}")
         object.__setattr__(self, "renormalize", bool(self.renormalize))
         if self.precision in _QUANTIZED_INT:
             if self.ranges is None:
-                raise ValueError(f"vector form: ranges are required for {self.precision} "
+                raise FormError(f"vector form: ranges are required for {self.precision} "
                                  "(fit them with fit_ranges on a calibration corpus)")
             object.__setattr__(self, "ranges", _check_ranges(self.ranges, self.width))
         elif self.ranges is not None:
-            raise ValueError(f"vector form: ranges apply only to int8/uint8, not {self.precision}")
+            raise FormError(f"vector form: ranges apply only to int8/uint8, not {self.precision}")
 
     # eq/hash by hand: the dataclass versions would compare and hash the ranges array itself
     def __eq__(self, other: object) -> bool:
@@ -135,11 +137,11 @@ def _prefix(vectors: np.ndarray, width: int, renormalize: bool) -> np.ndarray:
     """The first ``width`` columns as float32, re-normalized to unit length when asked."""
     v = np.asarray(vectors)
     if v.ndim != 2:
-        raise ValueError(f"vectors must be a 2-D [n, dim] array, got shape {list(v.shape)}")
+        raise FormError(f"vectors must be a 2-D [n, dim] array, got shape {list(v.shape)}")
     if v.dtype.kind != "f":
-        raise ValueError(f"vectors must be floating point, got {v.dtype}")
+        raise FormError(f"vectors must be floating point, got {v.dtype}")
     if width > v.shape[1]:
-        raise ValueError(f"width {width} exceeds the vectors' dimension {v.shape[1]}")
+        raise FormError(f"width {width} exceeds the vectors' dimension {v.shape[1]}")
     v = v[:, :width].astype(np.float32)
     if renormalize:
         # norm and division in float64, rounded once to float32: the prefix of a unit vector can be
@@ -161,7 +163,7 @@ def apply(form: VectorForm, vectors: np.ndarray) -> np.ndarray:
 
     Truncates to ``form.width``, re-normalizes if ``form.renormalize``, then quantizes with the
     arithmetic of ``sentence_transformers.quantize_embeddings`` (given ``ranges=form.ranges``).
-    A float32 form keeps NaN rows NaN; a quantized form refuses them (ValueError naming the row).
+    A float32 form keeps NaN rows NaN; a quantized form refuses them (FormError, a ValueError, naming the row).
     The re-normalized prefix is rounded to float32 once from float64, so it may differ from torch's
     float32 ``F.normalize`` by an ulp; given the same float prefix, the codes are ST's bit for bit.
     """
@@ -170,7 +172,7 @@ def apply(form: VectorForm, vectors: np.ndarray) -> np.ndarray:
         return v
     bad = _first_nonfinite_row(v)
     if bad is not None:
-        raise ValueError(f"row {bad} is not finite (a text with no content rows?): "
+        raise FormError(f"row {bad} is not finite (a text with no content rows?): "
                          f"the {form.precision} form has no code for it")
     if form.precision in _QUANTIZED_INT:
         assert form.ranges is not None  # __post_init__ guarantees it
@@ -194,13 +196,13 @@ def fit_ranges(vectors: np.ndarray, width: int, renormalize: bool) -> np.ndarray
     Refuses fewer than 2 rows (one vector has no spread to quantize over) and non-finite values
     (a NaN row would make every range NaN)."""
     if not _is_int(width) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
+        raise FormError(f"width must be a positive integer, got {width!r}")
     v = _prefix(vectors, int(width), renormalize)
     if len(v) < 2:
-        raise ValueError(f"ranges need at least 2 calibration vectors, got {len(v)}")
+        raise FormError(f"ranges need at least 2 calibration vectors, got {len(v)}")
     bad = _first_nonfinite_row(v)
     if bad is not None:
-        raise ValueError(f"calibration row {bad} is not finite")
+        raise FormError(f"calibration row {bad} is not finite")
     ranges = np.vstack((v.min(axis=0), v.max(axis=0))).astype(np.float32)
     return ranges
 
@@ -212,7 +214,7 @@ def hamming_distance(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
     b8 = np.ascontiguousarray(b).view(np.uint8)
     nbytes = (width + 7) // 8
     if a8.ndim != 2 or b8.ndim != 2 or a8.shape[1] != nbytes or b8.shape[1] != nbytes:
-        raise ValueError(f"packed vectors of width {width} must be [n, {nbytes}] bytes, "
+        raise FormError(f"packed vectors of width {width} must be [n, {nbytes}] bytes, "
                          f"got {list(a8.shape)} and {list(b8.shape)}")
     # only the real bits: packbits fills the low bits of the last byte with zeros, but a vector
     # from elsewhere need not
@@ -239,7 +241,7 @@ def similarity(form: VectorForm, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     for side, x in (("a", a), ("b", b)):
         if np.asarray(x).ndim != 2 or np.asarray(x).shape[1] != form.dim or np.asarray(x).dtype != form.dtype:
-            raise ValueError(f"{side} must be [n, {form.dim}] {form.dtype} vectors of form {form.name}, "
+            raise FormError(f"{side} must be [n, {form.dim}] {form.dtype} vectors of form {form.name}, "
                              f"got {list(np.shape(x))} {np.asarray(x).dtype}")
     if form.precision in _BINARY:
         return (form.width - hamming_distance(a, b, form.width)).astype(np.float64)
@@ -266,25 +268,25 @@ def to_record(form: VectorForm) -> dict[str, Any]:
 def from_record(record: object, float_score: str) -> VectorForm:
     """The form ``record`` (from `to_record`) declares, under the artifact's ``float_score``.
 
-    ValueError, one line naming the field, for anything else: a missing or unknown key, a width
+    FormError (a ValueError), one line naming the field, for anything else: a missing or unknown key, a width
     that is not a positive integer (booleans included), a precision outside PRECISIONS, a
     renormalize that is not a boolean, or ranges that are not a [2, width] list of finite numbers
     with min <= max (required for int8/uint8, null otherwise). Range values are rounded to float32,
     as quantize_embeddings rounds them."""
     if not isinstance(record, dict):
-        raise ValueError(f"vector form record must be an object, got {type(record).__name__}")
+        raise FormError(f"vector form record must be an object, got {type(record).__name__}")
     unknown = sorted(set(record) - set(_RECORD_KEYS), key=str)
     if unknown:
-        raise ValueError(f"vector form record: unknown field {unknown[0]!r}")
+        raise FormError(f"vector form record: unknown field {unknown[0]!r}")
     for key in ("width", "precision", "renormalize"):
         if key not in record:
-            raise ValueError(f"vector form record: missing field {key!r}")
+            raise FormError(f"vector form record: missing field {key!r}")
     ranges = record.get("ranges")
     if ranges is not None:
         # JSON booleans are python ints: refuse them before numpy reads them as 0/1
         if not isinstance(ranges, list) or not all(
                 isinstance(row, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row)
                 for row in ranges):
-            raise ValueError("vector form record: ranges must be null or a list of two lists of numbers")
+            raise FormError("vector form record: ranges must be null or a list of two lists of numbers")
     return VectorForm(width=record["width"], precision=record["precision"], float_score=float_score,
                       renormalize=record["renormalize"], ranges=ranges)

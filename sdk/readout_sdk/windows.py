@@ -24,7 +24,7 @@ one cut at the end of the text; ``direction="left"`` gives them from the end bac
 Neither ``stride`` nor the direction is recorded in an ``Encoding``, so they are inferred from the windows
 (or passed by a caller that knows them) and every inference is checked against the windows' ids and offsets;
 windows that fit no such layout (e.g. ``longest_first`` on a pair, which mixes cuts of both sequences, or the
-wrong ``sequence``) are refused with ``ValueError``. One tokenizers quirk is tolerated: byte-level
+wrong ``sequence``) are refused with ``WindowError`` (a ``ValueError``). One tokenizers quirk is tolerated: byte-level
 ``trim_offsets`` keeps the leading space of each window's first token, so that row's offsets can be one
 character wider than the same token's in the untruncated pass (ids always agree).
 """
@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional, Sequence
 
 import numpy as np
+
+from readout_sdk.errors import BadArgument, WindowError
 
 if TYPE_CHECKING:  # tokenizers is a runtime dependency, but nothing here needs the class itself
     from tokenizers import Encoding
@@ -85,7 +87,7 @@ def _parse(enc: "Encoding", index: int, sequence: int) -> _Window:
     else:
         lo, hi = int(rows[0]), int(rows[-1]) + 1
         if len(rows) != hi - lo:
-            raise ValueError(f"window {index}: the rows of sequence {sequence} are not one contiguous block")
+            raise WindowError(f"window {index}: the rows of sequence {sequence} are not one contiguous block")
     return _Window(ids, offsets, attended, seq_ids, lo, hi)
 
 
@@ -147,9 +149,9 @@ def _step_candidates(direction: Direction, first: _Window, second: _Window) -> s
 def _layout(encodings: Sequence["Encoding"], sequence: int, stride: Optional[int],
             direction: Optional[Direction]) -> _Layout:
     if not encodings:
-        raise ValueError("no windows: pass [enc, *enc.overflowing]")
+        raise WindowError("no windows: pass [enc, *enc.overflowing]")
     if direction not in (None, "right", "left"):
-        raise ValueError(f"direction must be 'right' or 'left', not {direction!r}")
+        raise BadArgument(f"direction must be 'right' or 'left', not {direction!r}")
     windows = [_parse(e, i, sequence) for i, e in enumerate(encodings)]
     if len(windows) == 1:
         return _Layout(windows, [0])
@@ -159,19 +161,19 @@ def _layout(encodings: Sequence["Encoding"], sequence: int, stride: Optional[int
     for leading in (True, False):
         side = {w.outside(leading) for w in windows}
         if len(side) != 1:
-            raise ValueError(f"the rows {'before' if leading else 'after'} sequence {sequence} differ between "
+            raise WindowError(f"the rows {'before' if leading else 'after'} sequence {sequence} differ between "
                              "windows: only one sequence may be windowed (use strategy only_first/only_second "
                              "and pass that sequence)")
     lengths = [w.length for w in windows]
     c = lengths[0]
     if c == 0 or any(l != c for l in lengths[:-1]) or not 0 < lengths[-1] <= c:
-        raise ValueError(f"window content lengths {lengths} are not full windows followed by one cut window")
+        raise WindowError(f"window content lengths {lengths} are not full windows followed by one cut window")
 
     candidates: list[tuple[Direction, int, list[int], int]] = []
     for d in ("right", "left") if direction is None else (direction,):
         if stride is not None:
             if not 0 <= stride < c:
-                raise ValueError(f"stride {stride} does not fit windows of {c} content tokens")
+                raise WindowError(f"stride {stride} does not fit windows of {c} content tokens")
             steps = {c - stride}
         else:
             steps = _step_candidates(d, windows[0], windows[1])
@@ -191,7 +193,7 @@ def _layout(encodings: Sequence["Encoding"], sequence: int, stride: Optional[int
         candidates = forwards or lone
     if len(candidates) != 1:
         found = ", ".join(f"{d} step {s}" for d, s, _, _ in candidates) or "none"
-        raise ValueError(f"cannot tell how these {len(windows)} windows overlap (layouts that fit: {found}); "
+        raise WindowError(f"cannot tell how these {len(windows)} windows overlap (layouts that fit: {found}); "
                          "they must come from one tokenizers truncation with stride, [enc, *enc.overflowing] "
                          "in order; pass stride= and direction= if they are known")
     return _Layout(windows, candidates[0][2])
@@ -207,7 +209,7 @@ def source_positions(windows: list["Encoding"], sequence: int = 0, *, stride: Op
     direction are inferred from the windows (ids *and* offsets must agree wherever windows overlap; offsets
     alone are not unique, byte-level BPE gives all pieces of one character the same span); ``stride`` and
     ``direction`` (the tokenizer's truncation settings) may be passed to skip that inference. Raises
-    ``ValueError`` when the windows fit no single layout.
+    ``WindowError`` (a ``ValueError``) when the windows fit no single layout.
     """
     layout = _layout(windows, sequence, stride, direction)
     out = []

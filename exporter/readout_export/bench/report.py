@@ -9,6 +9,7 @@ from readout_sdk.agreement import metric_text
 from readout_sdk.families import get
 
 from readout_export.bench.goals import parity_of
+from readout_export.errors import SetupError
 from readout_export.bench.run import BenchReport, fp32_peak
 
 
@@ -113,7 +114,7 @@ def plot(report: BenchReport, path: Path) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("the plot needs matplotlib: pip install 'readout-export[bench]'") from None
+        raise SetupError("the plot needs matplotlib: pip install 'readout-export[bench]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -139,11 +139,11 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
     """
     try:
         sizes = tuple(int(w) for w in widths.split(","))
-        if not sizes or min(sizes) < 1:
-            raise ValueError
     except ValueError:
+        sizes = ()  # not integers: refused below with the other bad lists
+    if not sizes or min(sizes) < 1:
         raise click.BadParameter(f"expected positive integers separated by commas, got {widths!r}",
-                                 param_hint="--widths") from None
+                                 param_hint="--widths")
 
     def go():
         require_export_extra()

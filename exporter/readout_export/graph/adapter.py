@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from readout_export.errors import ManifestError
+from readout_export.errors import ExportRefused, ManifestError
 
 FORMS = ("merged", "applied")
 
@@ -24,7 +24,7 @@ def apply_adapter(model: nn.Module, adapter: Any, form: str) -> nn.Module:
     from readout_sdk.errors import first_line
 
     if form not in FORMS:
-        raise ValueError(f"form {form!r}: expected one of {FORMS}")
+        raise ExportRefused(f"form {form!r}: expected one of {FORMS}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # peft warns about defaults and versions; the checks are below

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from readout_export.errors import ExportRefused
 from torch import nn
 from torch.nn import functional as F
 
@@ -71,7 +73,7 @@ def pool(h: torch.Tensor, rows: torch.Tensor, attention: torch.Tensor, mode: str
         return gather_row(h, boundary_row(rows, "first"))
     if mode == "last_token":
         return gather_row(h, boundary_row(rows, "last"))
-    raise ValueError(f"unknown pooling mode {mode!r}")
+    raise ExportRefused(f"unknown pooling mode {mode!r}")
 
 
 class Dense(nn.Module):
@@ -228,11 +230,11 @@ class ReadoutGraph(nn.Module):
                     1, ids, w, reduce="amax", include_self=True) * self.kept_ids
             elif stage == "plugin":  # the plugin's module gives every output (the family's, in order)
                 if self.plugin is None:
-                    raise ValueError("the plugin stage needs the family's export_module")
+                    raise ExportRefused("the plugin stage needs the family's export_module")
                 produced = self.plugin(x, rows, attention)
                 return list(produced) if isinstance(produced, (tuple, list)) else [produced]
             else:
-                raise ValueError(f"unknown readout stage {stage!r}")
+                raise ExportRefused(f"unknown readout stage {stage!r}")
         return [x, *extra]
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readout_export.errors import ManifestError
+from readout_export.errors import ManifestError, NoModelClass
 
 # "module.Class", the only form transformers resolves inside the model directory itself
 LOCAL_REFERENCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
@@ -118,7 +118,7 @@ def auto_config(source: Any, remote: RemoteCode | None) -> Any:
 
 def model_class(source: Any, remote: RemoteCode | None, auto_name: str, config: Any) -> Any:
     """The class ``auto_name`` would instantiate: the model directory's own (from ``auto_map``, imported from the
-    directory, never fetched) or transformers' Auto mapping. KeyError when transformers maps none."""
+    directory, never fetched) or transformers' Auto mapping. `NoModelClass` (a KeyError) when transformers maps none."""
     import transformers
 
     if remote is not None and remote.reference(auto_name):
@@ -128,5 +128,6 @@ def model_class(source: Any, remote: RemoteCode | None, auto_name: str, config: 
                                              local_files_only=True)
     mapping = getattr(transformers, auto_name)._model_mapping
     if type(config) not in mapping:
-        raise KeyError(auto_name)
+        raise NoModelClass(f"{getattr(config, 'model_type', None) or 'this architecture'} has no {auto_name} "
+                           f"in transformers {transformers.__version__}")
     return mapping[type(config)]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from readout_export.errors import GraphError
+
 # ops kept in fp32: normalization, softmax, reductions, and the elementwise ops of L2 / pooling / GELU's erf
 FP32_OPS = ["LayerNormalization", "SimplifiedLayerNormalization", "Softmax", "LogSoftmax", "ReduceMean", "ReduceSum",
             "ReduceL2", "ReduceMax", "ReduceMin", "ReduceSumSquare", "Pow", "Sqrt", "Reciprocal", "Div", "Erf",
@@ -75,7 +77,7 @@ def unique_nodes(model: object) -> int:
             continue  # an exact copy: same op, inputs, outputs and attributes
         for out in node.output:
             if out and out in writer:
-                raise ValueError(f"fp16 conversion: two different nodes write {out!r}; the graph cannot be repaired")
+                raise GraphError(f"fp16 conversion: two different nodes write {out!r}; the graph cannot be repaired")
             writer[out] = key
         seen[key] = node.name
         keep.append(node)

@@ -27,11 +27,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from readout_export.errors import GraphError, ReadoutExportError
+
 MASK_FILL = -10000.0  # what the fusion's mask pattern adds at masked positions (its documented constant)
 
 
-class FusionIncomplete(ValueError):
-    """ONNX Runtime fused fewer attention blocks than the graph has."""
+class FusionIncomplete(ReadoutExportError, ValueError):
+    """ONNX Runtime fused fewer attention blocks than the graph has; the fused recipe reports it as a
+    manifest error naming the target (use onnx-fp16): exit 2."""
+
+    exit_code = 2
 
 
 def make_fused_graph(fp32: Path, out: Path, num_heads: int, hidden_size: int) -> dict[str, int]:
@@ -209,7 +214,7 @@ def _toposort(graph: Any) -> None:
             else:
                 rest.append(node)
         if len(rest) == len(todo):
-            raise ValueError("fused graph: a node's input is never produced")
+            raise GraphError("fused graph: a node's input is never produced")
         todo = rest
     del graph.node[:]
     graph.node.extend(order)

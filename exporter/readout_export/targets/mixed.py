@@ -14,6 +14,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from readout_export.errors import GraphError
+
 
 @dataclass(frozen=True)
 class Quantizer:
@@ -121,7 +123,7 @@ def restore_float(quantized: Any, fp32: Any, names: Iterable[str]) -> Any:
     by_name = {u.name: u for u in int8_units(quantized, fp32) if u.name in wanted}
     missing = wanted - set(by_name)
     if missing:
-        raise ValueError(f"not int8 nodes of this graph: {sorted(missing)}")
+        raise GraphError(f"not int8 nodes of this graph: {sorted(missing)}")
     fp32_init = {i.name: i for i in fp32.graph.initializer}
     fp32_nodes = {n.name: n for n in fp32.graph.node}
     have = {i.name for i in model.graph.initializer}

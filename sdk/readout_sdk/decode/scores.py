@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from readout_sdk.errors import AbiError
+
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     z = np.asarray(x, np.float64)
@@ -23,7 +25,7 @@ def apply(score_type: str, logits: np.ndarray) -> np.ndarray:
         return sigmoid(logits)
     if score_type in ("logit", "identity"):
         return np.asarray(logits, np.float64)
-    raise ValueError(f"unknown score type {score_type!r}")
+    raise AbiError(f"unknown score type {score_type!r}")
 
 
 def argmax_first(x: np.ndarray) -> int:

@@ -21,6 +21,7 @@ from typing import Iterator, Sequence, Union
 
 import numpy as np
 
+from readout_sdk.errors import BadArgument
 from readout_sdk.results import Entity
 
 AGGREGATIONS = ("none", "simple", "first", "max", "average")
@@ -301,7 +302,7 @@ def decode_entities_many(texts: Sequence[str], items: Sequence[Union[Pieces, Seq
     results: their rows are decoded as one array, words and entities never crossing from one text to the
     next, so the numpy work is paid once per call rather than once per text."""
     if mode not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
+        raise BadArgument(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
     ps = [Pieces.of(p) for p in items]
     out: list[list[Entity]] = [[] for _ in ps]
     full = [p for p in ps if len(p)]

@@ -213,12 +213,12 @@ def cache_key(identity: Identity, layer: str, target: str, vector_layer: str = "
     """
     name = vector_layer if layer == "vectors" else CACHE_LAYER.get(layer, layer)
     if name not in identity.layers:
-        raise ValueError(f"unknown layer {layer!r}; expected one of {list(LAYERS)} or "
+        raise IdentityError(f"unknown layer {layer!r}; expected one of {list(LAYERS)} or "
                          f"{['vectors', *(k for k in CACHE_LAYER if k not in LAYERS)]}")
     d = identity.layers[name]
     if form is not None:  # a reduced vector: valid while its form (and the layer it reduces) is
         if layer != "vectors" or form not in identity.forms:
-            raise ValueError(f"form {form!r}: only vectors have forms, and this artifact's are "
+            raise IdentityError(f"form {form!r}: only vectors have forms, and this artifact's are "
                              f"{sorted(identity.forms) or 'none'}")
         d, layer = identity.forms[form], f"vectors[{form}]"
     return f"readout:{layer}:{target}:{hashlib.sha256(f'{d}:{target}'.encode()).hexdigest()[:32]}"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from readout_sdk.errors import InputRefused
+
 RELEASE_KEY = b"readout.release_id"
 TARGET_KEY = b"readout.target"
 OUTPUTS = b"readout.outputs"
@@ -54,7 +56,7 @@ def read_metadata(path: str | Path) -> dict[bytes, bytes]:
         metas = [dict(pq.read_schema(f).metadata or {}) for f in files]
         keys = {m.get(OUTPUTS_KEY) for m in metas}
         if len(keys) > 1:
-            raise ValueError(f"{p}: its files were written by different releases ({len(keys)} output keys)")
+            raise InputRefused(f"{p}: its files were written by different releases ({len(keys)} output keys)")
         return metas[0]
     if p.suffix in (".arrow", ".feather", ".ipc"):
         import pyarrow as pa

@@ -6,7 +6,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from readout_sdk.errors import DeviceUnavailable
+from readout_sdk.errors import DeviceUnavailable, UnknownName
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,11 @@ def onnxruntime_module() -> Any:
 
 
 def backend(name: str) -> Backend:
-    """The backend called ``name`` (a KeyError names the known ones)."""
+    """The backend called ``name`` (an `UnknownName`, a KeyError, names the known ones)."""
     try:
         return BACKENDS[name]
     except KeyError:
-        raise KeyError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+        raise UnknownName(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
 
 
 def installed(name: str) -> bool:

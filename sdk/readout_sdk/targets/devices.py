@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from readout_sdk.errors import UnknownName
+
 
 @dataclass(frozen=True)
 class Device:
@@ -30,8 +32,8 @@ CHOICES = ("auto", *DEVICES)  # what load(device=...) accepts: "auto" is CUDA wh
 
 
 def device(name: str) -> Device:
-    """The device called ``name`` (a KeyError names the known ones)."""
+    """The device called ``name`` (an `UnknownName`, a KeyError, names the known ones)."""
     try:
         return DEVICES[name]
     except KeyError:
-        raise KeyError(f"unknown device {name!r}; known: {', '.join(DEVICES)}") from None
+        raise UnknownName(f"unknown device {name!r}; known: {', '.join(DEVICES)}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from readout_sdk.errors import UnknownName
 from readout_sdk.targets.kinds import KINDS, TargetKind, default_runtime, kind_of, target_name
 
 
@@ -42,10 +43,10 @@ class Target:
 
     @property
     def kind(self) -> TargetKind:
-        """Its kind (a KeyError for a triple no kind declares; `open_artifact` refuses those first)."""
+        """Its kind (an `UnknownName`, a KeyError, for a triple no kind declares; `open_artifact` refuses those first)."""
         kind = kind_of(self.format, self.precision, self.runtime)
         if kind is None:
-            raise KeyError(f"no target kind is {self.format} {self.precision} prepared for {self.runtime}")
+            raise UnknownName(f"no target kind is {self.format} {self.precision} prepared for {self.runtime}")
         return kind
 
     @property
