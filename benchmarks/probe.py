@@ -2,7 +2,7 @@
 
     python benchmarks/probe.py [--budget N] [--json out.json] [--seed S] [--classes manifest,artifact,sdk]
 
-Classes (generators and the contract: tests/helpers/hostile.py, the same ones tests/sdk/test_hostile.py runs):
+Classes (generators and the contract: tests/helpers/hostile/, the same ones tests/sdk/test_hostile.py runs):
 
   manifest  malformed manifests and model directories through `readout-export validate` (and `build` where
             validate accepts a destination)
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # helpers/: hostile.py, synthetic.py, sdk_fixtures.py
+sys.path.insert(0, str(ROOT / "tests"))  # helpers/: hostile/, synthetic.py, sdk_fixtures.py
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a model hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
     set_hypothesis_home_dir(str(work / "hypothesis"))  # leave nothing in the current directory
     scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=work))
-    from helpers import hostile
+    from helpers.hostile.artifacts import artifact_cases, artifact_env, artifact_fixed, run_artifact_case
+    from helpers.hostile.contract import BAD, OK, REFUSED, distinct_bad, explore
+    from helpers.hostile.manifests import manifest_cases, manifest_fixed, ManifestEnv, run_manifest_case
+    from helpers.hostile.sdk_inputs import SDK_KEYS, engine_cache, run_sdk_case, sdk_calls, sdk_fixed, sdk_seed
     import readout_sdk
 
     say(f"readout_sdk from {Path(readout_sdk.__file__).parent}")
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if "artifact" in classes:
         keys += ["classify"]
     if "sdk" in classes:
-        keys += list(hostile.SDK_KEYS)
+        keys += list(SDK_KEYS)
     started = time.monotonic()
     built = build_keys(list(dict.fromkeys(keys)), work / "shared", say)
     build_s = time.monotonic() - started
@@ -115,30 +118,30 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             from helpers import synthetic
 
-            env = hostile.ManifestEnv({"classify": built["classify"][0], "multilabel": built["multilabel"][0],
-                                       "qa": built["qa"][0], "minilm": synthetic.minilm_path()}, scratch / "manifest")
-            results["manifest"] = hostile.explore(hostile.manifest_cases(env),
-                                                  lambda c: hostile.run_manifest_case(c, env), args.budget, args.seed,
-                                                  hostile.manifest_fixed())
+            env = ManifestEnv({"classify": built["classify"][0], "multilabel": built["multilabel"][0],
+                               "qa": built["qa"][0], "minilm": synthetic.minilm_path()}, scratch / "manifest")
+            results["manifest"] = explore(manifest_cases(env),
+                                          lambda c: run_manifest_case(c, env), args.budget, args.seed,
+                                          manifest_fixed())
             seconds["manifest"] = time.monotonic() - t
             say(f"manifest: {len(results['manifest'])} cases in {seconds['manifest']:.0f}s")
         if "artifact" in classes:
             t = time.monotonic()
-            aenv = hostile.artifact_env(built["classify"][1], scratch / "artifact")
-            results["artifact"] = hostile.explore(hostile.artifact_cases(aenv),
-                                                  lambda c: hostile.run_artifact_case(c, aenv),
-                                                  args.budget * 2 // 3, args.seed, hostile.artifact_fixed())
+            aenv = artifact_env(built["classify"][1], scratch / "artifact")
+            results["artifact"] = explore(artifact_cases(aenv),
+                                          lambda c: run_artifact_case(c, aenv),
+                                          args.budget * 2 // 3, args.seed, artifact_fixed())
             seconds["artifact"] = time.monotonic() - t
             say(f"artifact: {len(results['artifact'])} cases in {seconds['artifact']:.0f}s")
         if "sdk" in classes:
             t = time.monotonic()
-            engines = hostile.engine_cache(lambda key: built[key][1])
+            engines = engine_cache(lambda key: built[key][1])
             outcomes = []
-            fixed = hostile.sdk_fixed()
-            for key in hostile.SDK_KEYS:
-                outcomes += hostile.explore(hostile.sdk_calls(key), lambda c: hostile.run_sdk_case(c, engines),
-                                            args.budget // 2, hostile.sdk_seed(args.seed, key),
-                                            [c for c in fixed if c.key == key])
+            fixed = sdk_fixed()
+            for key in SDK_KEYS:
+                outcomes += explore(sdk_calls(key), lambda c: run_sdk_case(c, engines),
+                                    args.budget // 2, sdk_seed(args.seed, key),
+                                    [c for c in fixed if c.key == key])
             results["sdk"] = outcomes
             seconds["sdk"] = time.monotonic() - t
             say(f"sdk: {len(outcomes)} calls in {seconds['sdk']:.0f}s")
@@ -154,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     counts = {}
     for c in classes:
         outs = results.get(c, [])
-        n = {k: sum(o.kind == k for o in outs) for k in (hostile.REFUSED, hostile.OK, hostile.BAD)}
-        distinct = hostile.distinct_bad(outs)
-        counts[c] = {"tried": len(outs), "refused": n[hostile.REFUSED], "ok": n[hostile.OK], "bad": n[hostile.BAD],
+        n = {k: sum(o.kind == k for o in outs) for k in (REFUSED, OK, BAD)}
+        distinct = distinct_bad(outs)
+        counts[c] = {"tried": len(outs), "refused": n[REFUSED], "ok": n[OK], "bad": n[BAD],
                      "distinct_bad": len(distinct), "seconds": round(seconds.get(c, 0.0), 1)}
-        print(f"{c:<10} {len(outs):>6} {n[hostile.REFUSED]:>16} {n[hostile.OK]:>6} {n[hostile.BAD]:>6} "
+        print(f"{c:<10} {len(outs):>6} {n[REFUSED]:>16} {n[OK]:>6} {n[BAD]:>6} "
               f"{len(distinct):>13} {seconds.get(c, 0.0):>8.0f}")
     for c in classes:
-        distinct = hostile.distinct_bad(results.get(c, []))
+        distinct = distinct_bad(results.get(c, []))
         if not distinct:
             continue
         print(f"\n{c}: {len(distinct)} distinct BAD outcomes" + (f" (first {args.show})" if len(distinct) > args.show else ""))
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_path:
         doc = {"budget": args.budget, "seed": args.seed, "code": str(Path(readout_sdk.__file__).parent),
                "build_seconds": round(build_s, 1), "counts": counts,
-               "bad": {c: [dict(o.to_json(), count=n) for o, n in hostile.distinct_bad(results.get(c, []))]
+               "bad": {c: [dict(o.to_json(), count=n) for o, n in distinct_bad(results.get(c, []))]
                        for c in classes},
                "outcomes": {c: [o.to_json() for o in results.get(c, [])] for c in classes}}
         Path(args.json_path).write_text(json.dumps(doc, indent=1, ensure_ascii=True) + "\n")

@@ -68,7 +68,7 @@ INT8_PEERS = ("onnxruntime dynamic int8 + numpy readout (plain graph)",
               "openvino int8 (NNCF defaults) + numpy readout (plain graph)")
 
 
-@pytest.mark.parametrize("int8_peers", [pytest.param(False, id="ci"),
+@pytest.mark.parametrize("int8_peers", [pytest.param(False, id="ci", marks=pytest.mark.heavy),
                                         pytest.param(True, id="full", marks=pytest.mark.slow)])
 def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path, monkeypatch, int8_peers):
     """The default run leaves out the plain graph's two int8 peers (ONNX Runtime dynamic quantization and

@@ -124,6 +124,7 @@ def _sweep(built: Path, tmp_path: Path, cases: int, seed: int) -> Counter:
     return table
 
 
+@pytest.mark.heavy
 def test_destination_sweep_loses_no_file(built, tmp_path):
     table = _sweep(built, tmp_path, CASES, seed=35)
     for kind in ("artifact+file", "artifact+dir", "bare_readout_json", "file", "link_to_user_dir"):

@@ -3,7 +3,7 @@ QA spans aligned to words end to end, and QA parity on the SDK's own windows.
 
 Oracles: transformers run on each window alone (eager PyTorch, independent of the graph), with window
 ownership computed here from the tokenizer's own window layout; words from the tokenizer's
-pre-tokenizer (tests/families/test_qa_words.py). Models: the REAL all-MiniLM-L6-v2; SYNTHETIC tiny BERT heads.
+pre-tokenizer (tests/sdk/decode/test_qa_words.py). Models: the REAL all-MiniLM-L6-v2; SYNTHETIC tiny BERT heads.
 """
 from __future__ import annotations
 

@@ -88,6 +88,7 @@ def test_readme_is_a_page_with_the_ci_test_command_and_no_verdicts():
     assert test_line.strip() in readme, "the README's test command and .ci/run must stay in step"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
 def test_runnable_block(docs_artifacts, block):
     """The block runs as the docs show it (exit 0)."""

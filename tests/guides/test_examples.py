@@ -63,6 +63,7 @@ def test_demo_models_cover_every_family_and_write_valid_manifests(tmp_path):
         assert validate(m).family == m.parent.name
 
 
+@pytest.mark.heavy
 def test_every_demo_artifact_runs_its_app(docs_artifacts):
     """`python examples/demo_models.py --build` built one artifact per family; each family's app runs on it,
     with inputs from the command line, and prints one line per given input at least."""

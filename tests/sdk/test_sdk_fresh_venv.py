@@ -50,6 +50,7 @@ def _pip(python: Path, *args: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.heavy
 def test_base_install_gives_typed_results_without_torch(shared, tmp_path):
     artifact = shared("classify")[1]
     python = _venv(tmp_path)

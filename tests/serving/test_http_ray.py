@@ -52,6 +52,7 @@ def same(a: object, b: object) -> None:
         assert a == b
 
 
+@pytest.mark.heavy
 def test_ray_serve_deployment_answers_as_the_server_does(shared):
     specs = [f"minilm={shared('embedding')[1]}", f"sentiment={shared('classify')[1]}"]
     with HttpServer(specs, "--api-key", KEY, "--target", "onnx-fp32") as local:

@@ -103,6 +103,7 @@ def test_output_types_are_fixed_per_family_whatever_the_batch_holds(shared):
     assert "entities: list<item: struct<label: string, start: int64, end: int64, text: string, score: double>>" in schemas.pop()
 
 
+@pytest.mark.heavy
 def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path):
     art = shared("classify")[1]
     rng = np.random.default_rng(1)
@@ -132,6 +133,7 @@ def test_encode_jsonl_on_a_local_cluster_returns_every_row_once(shared, tmp_path
         assert r["label"] == e.label and r["scores"] == pytest.approx(e.scores, abs=1e-6)
 
 
+@pytest.mark.heavy
 def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_path, capfd):
     import logging
 
@@ -159,6 +161,7 @@ def test_encode_parquet_with_a_named_column_keeps_entities_offsets(shared, tmp_p
     assert again.exit_code == 2 and "not an empty directory" in again.output
 
 
+@pytest.mark.heavy
 def test_a_failed_encode_leaves_no_output_and_names_the_row(shared, tmp_path):
     art = shared("classify")[1]
     src = tmp_path / "in.jsonl"
@@ -181,6 +184,7 @@ def test_a_failed_encode_leaves_no_output_and_names_the_row(shared, tmp_path):
     assert missing.exit_code == 2 and "no column 'body'" in missing.output
 
 
+@pytest.mark.heavy
 def test_encode_on_a_cluster_given_by_address(shared, tmp_path):
     """A cluster started apart (`ray start --head`), as a user's would be; encode connects and leaves it running."""
     import subprocess

@@ -31,6 +31,7 @@ def concurrently(served: ServeProcess, requests: list[dict[str, list[str]]], cli
     return [replies[i] for i in range(len(requests))]
 
 
+@pytest.mark.heavy
 def test_concurrent_clients_get_the_sdks_classifications_in_order(shared, tmp_path):
     art = shared("classify")[1]
     engine = readout_sdk.load(art, target="onnx-fp32")
@@ -75,6 +76,7 @@ def test_concurrent_clients_get_the_sdks_classifications_in_order(shared, tmp_pa
     assert str(served.http) not in still and "m_0_0" not in still, f"left running after SIGTERM: {still}"
 
 
+@pytest.mark.heavy
 def test_pairs_and_real_embeddings_over_grpc_and_http(shared, tmp_path):
     cross = shared("cross")[1]
     engine = readout_sdk.load(cross, target="onnx-fp32")
@@ -119,6 +121,7 @@ def serve_command(artifact: Path, http: int, grpc: int, metrics: int, *extra: st
             *extra]
 
 
+@pytest.mark.heavy
 def test_the_terminal_gets_one_line_per_state_and_tritons_log_goes_to_a_file_by_default(shared, tmp_path):
     """Without --log-file: five lines on stderr (starting, naming the log file; loading; ready; stopping;
     stopped), nothing on stdout; the ~60 lines Triton prints (its E and W lines included) are all in

@@ -127,6 +127,7 @@ def test_tensorrt_engine_becomes_a_plan_model_with_its_profile(build_artifact, t
     assert too_big.exit_code == 2 and "within the engine's profile" in too_big.output
 
 
+@pytest.mark.heavy
 def test_generated_repository_serves_text_on_real_triton(shared, tmp_path):
     repo = tmp_path / "repo"
     names = {}
