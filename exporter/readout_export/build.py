@@ -171,7 +171,7 @@ def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, st
 
 
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
-    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.planning.tokenizer_io import save_tokenizer
 
     _quiet_libraries()
     for note in plan.notes:
@@ -413,7 +413,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
     from readout_sdk.families import multi_output
 
     from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, example_inputs, export_onnx
-    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.planning.tokenizer_io import save_tokenizer
     from readout_export.targets import Production, produce
 
     base, tok = plan.base, plan.base.tokenizer

@@ -100,7 +100,7 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     from readout_export.graph.forms import derived_forms
     from readout_export.graph.record import build_record, weights_digest
     from readout_export.planning.resolve import resolve_kept
-    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.planning.tokenizer_io import save_tokenizer
     from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
 
     plan = resolve_kept(art, root, "reconcile")
@@ -131,7 +131,7 @@ def derived_multi(art: Artifact, root: Path) -> dict[str, Any]:
     (`readout_export.family_outputs`), each output's constant axes from the source's config and head files."""
     from readout_export.build import outputs_record
     from readout_export.family_outputs import resolve_outputs
-    from readout_export.graph.tokenizer_io import save_tokenizer
+    from readout_export.planning.tokenizer_io import save_tokenizer
     from readout_export.planning.manifest import Manifest
 
     data = dict(art.extra.get("build", {}).get("manifest") or {})

@@ -17,7 +17,7 @@ from readout_export.errors import BuildError
 from readout_export.graph.readout import ReadoutGraph
 
 FORWARD_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "prompt_rows", "expansion_mask")  # ReadoutGraph.forward's order
-from readout_export.graph.tokenizer_io import SAMPLE_PAIRS, SAMPLE_TEXTS, encode_samples  # noqa: F401 (re-exported)
+from readout_export.planning.tokenizer_io import SAMPLE_PAIRS, SAMPLE_TEXTS, encode_samples  # noqa: F401 (re-exported)
 
 
 def example_inputs(family: str, backend: Any, pad_id: int, token_types: bool,

@@ -13,7 +13,7 @@ from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role, Roles, p
 from readout_export import __version__
 from readout_export.graph.architecture import Architecture
 from readout_export.planning.plan import Plan
-from readout_export.graph.tokenizer_io import TokenizerInfo
+from readout_export.planning.tokenizer_io import TokenizerInfo
 
 def weights_digest(files: list[tuple[str, str]]) -> str:
     """One sha256 over (name, sha256) pairs of every weight file, in name order."""

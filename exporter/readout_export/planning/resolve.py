@@ -203,7 +203,7 @@ def _check_projection(plan: Plan) -> None:
 
 
 def _check_min_length(plan: Plan) -> None:
-    from readout_export.graph.tokenizer_io import check_room
+    from readout_export.planning.tokenizer_io import check_room
 
     check_room(plan.tokenizer, plan.spec.input_kind, plan.max_length, plan.family)
 
@@ -411,7 +411,7 @@ def _resolve_long_inputs(plan: Plan, spec: dict[str, Any]) -> None:
 
 
 def _resolve_tokenizer(plan: Plan) -> None:
-    from readout_export.graph.tokenizer_io import load_tokenizer
+    from readout_export.planning.tokenizer_io import load_tokenizer
 
     plan.tokenizer = load_tokenizer(plan.source.tokenizer_dir, plan.max_length, plan.truncation_side,
                                     plan.truncation_strategy)
