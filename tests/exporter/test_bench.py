@@ -25,6 +25,7 @@ def _rows(report):
     return {r["name"]: r for r in report["rows"]} if isinstance(report, dict) else {r["name"]: r for r in report.rows}
 
 
+@pytest.mark.heavy
 def test_bench_cli_on_a_classifier(shared, tmp_path):
     art = tmp_path / "a"
     linked_copy(shared("classify")[1], art)
@@ -56,6 +57,7 @@ def test_bench_cli_on_a_classifier(shared, tmp_path):
     assert kept["machine"] == machine_id() and len(kept["rows"]) == len(report["rows"])
 
 
+@pytest.mark.heavy
 def test_bench_on_a_tagger_measures_token_agreement(shared):
     report = run_bench(shared("tag-bert")[1], items=16, repeats=1, latency_items=2, processes=False)
     rows = _rows(report)
@@ -71,9 +73,9 @@ INT8_PEERS = ("onnxruntime dynamic int8 + numpy readout (plain graph)",
 @pytest.mark.parametrize("int8_peers", [pytest.param(False, id="ci", marks=pytest.mark.heavy),
                                         pytest.param(True, id="full", marks=pytest.mark.slow)])
 def test_bench_on_minilm_rows_parity_and_machine(shared, tmp_path, monkeypatch, int8_peers):
-    """The default run leaves out the plain graph's two int8 peers (ONNX Runtime dynamic quantization and
-    NNCF: about a fifth of the run on MiniLM); their rows are asserted in the default run by
-    test_bench_cli_on_a_classifier (same code, same BERT graph shape). ``-m slow`` runs them on MiniLM too."""
+    """This ("ci") run leaves out the plain graph's two int8 peers (ONNX Runtime dynamic quantization and
+    NNCF: about a fifth of the run on MiniLM); their rows are asserted by test_bench_cli_on_a_classifier (same
+    code, same BERT graph shape; both in CI's ``-m heavy`` run). ``-m slow`` runs them on MiniLM too."""
     from readout_export.bench import configs
 
     if not int8_peers:

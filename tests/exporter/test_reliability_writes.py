@@ -55,6 +55,7 @@ def _kill_mid_build(path: Path, out: Path, sig: int) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.heavy
 def test_a_killed_build_leaves_no_artifact_and_the_next_build_sweeps_its_debris(tmp_path, model):
     path = manifest(tmp_path, model)
     out = tmp_path / "out"
@@ -72,6 +73,7 @@ def test_a_killed_build_leaves_no_artifact_and_the_next_build_sweeps_its_debris(
     assert readout_sdk.load(out / "artifact").classify(["fine"])[0].label in ("no", "yes")
 
 
+@pytest.mark.heavy
 def test_two_builds_of_one_output_at_once_never_both_succeed(tmp_path, model):
     path = manifest(tmp_path, model)
     procs = [build_process(path), build_process(path)]

@@ -8,7 +8,7 @@ targets...), seeded. Both commands run in-process (click's runner) and must agre
   which is one of validate's), or
 - validate accepts and build builds (exit 0);
 
-and never ``unexpected failure`` or a traceback. In the default (CI-sized) run, a build that validate accepted
+and never ``unexpected failure`` or a traceback. In the CI-sized run (``-m heavy``), a build that validate accepted
 goes as far as the ONNX export (weights loaded by transformers, the eager graph run, the record made and
 checked) and stops there, except the first ``FULL_BUILDS`` of them; ``pytest -m fuzz`` builds every accepted
 case to the end with a larger budget. The table (`table`) is printed with ``-s`` and attached to a failure.
@@ -31,8 +31,8 @@ from helpers import synthetic
 from readout_export.cli import main
 
 SEED = 35
-BUDGET = 30  # generated cases in the default run (about 50 s on 2 busy cores; the suite has a budget)
-FULL_BUILDS = 1  # accepted cases built to the end in the default run (the rest stop at the export)
+BUDGET = 30  # generated cases in the CI-sized run (about 50 s on 2 busy cores; the suite has a budget)
+FULL_BUILDS = 1  # accepted cases built to the end in the CI-sized run (the rest stop at the export)
 FUZZ_BUDGET = 400  # pytest -m fuzz: every accepted case built to the end
 LABELS = ["negative", "neutral", "positive"]
 
@@ -389,6 +389,7 @@ def check(outcomes: list[Outcome], full_builds: int | str) -> None:
     assert any(o.kind == "built" for o in outcomes) and any(o.kind == "refused" for o in outcomes), text
 
 
+@pytest.mark.heavy
 def test_validate_agrees_with_build(bases, tmp_path, monkeypatch):
     check(sweep(bases, tmp_path, BUDGET, SEED, FULL_BUILDS, monkeypatch), FULL_BUILDS)
 
