@@ -31,3 +31,7 @@ class AbiError(SdkError, ValueError):
 
 class Busy(SdkError, RuntimeError):
     """Another run holds the output this run would write (see `readout_sdk.staging`)."""
+
+
+class Closed(SdkError, RuntimeError):
+    """A call on an engine or runner after close()."""
