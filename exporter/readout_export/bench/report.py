@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.agreement import metric_text
+from readout_sdk.errors import SdkError
 from readout_sdk.families import get
 
 from readout_export.bench.goals import parity_of
@@ -107,13 +108,17 @@ def table(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
+class PlotUnavailable(SdkError, RuntimeError):
+    """The bench plot needs matplotlib (the ``bench`` extra)."""
+
+
 def plot(report: BenchReport, path: Path) -> None:
     """Throughput against parity (1 - min cosine, or 1 - agreement: the lower of the two corpora's, what the
     tiers read; on a log axis); needs matplotlib."""
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("the plot needs matplotlib: pip install 'readout-export[bench]'") from None
+        raise PlotUnavailable("the plot needs matplotlib: pip install 'readout-export[bench]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
