@@ -36,7 +36,7 @@ def embedder(shared):
 def test_prepare_counts_tokens_and_flags_truncation_as_the_tokenizer_does(embedder):
     engine, path = embedder
     texts = [t for t in TEXTS if t]  # an empty text is refused (below)
-    max_length = json.loads((path / "readout.json").read_text())["input"]["max_length"]
+    max_length = json.loads((path / "readout.json").read_text())["abi"]["input"]["max_length"]
     full = [len(e.ids) for e in _oracle(path).encode_batch(texts)]
     prepared = engine.prepare(texts)
     assert isinstance(prepared, PreparedItems) and len(prepared) == len(texts)
@@ -65,9 +65,10 @@ def test_prepare_execute_decode_equals_the_facade(embedder):
     assert np.array_equal(stepped.vectors, want.vectors) and stepped.truncated == want.truncated
     passed = engine.embed(prepared, batch_size=4)  # a prepared set stands in for its items, and is reusable
     assert np.array_equal(passed.vectors, want.vectors)
-    assert np.array_equal(engine.embed(prepared).vectors, want.vectors)
-    assert np.array_equal(engine.execute(prepared)[5][0]["sentence_embedding"],
-                          engine.raw_outputs([texts[5]])[0][0]["sentence_embedding"])
+    # other batches pad differently: equal up to the runtime's float noise
+    assert np.abs(engine.embed(prepared).vectors - want.vectors).max() < 1e-5
+    name = engine.abi["outputs"][0]["name"]
+    assert np.abs(engine.execute(prepared)[5][0][name] - engine.raw_outputs([texts[5]])[0][0][name]).max() < 1e-5
 
 
 def test_joined_prepared_items_run_as_one_call(embedder):
