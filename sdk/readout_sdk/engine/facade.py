@@ -41,8 +41,8 @@ class Engine:
     def __init__(self, artifact: Artifact, runner: Runner, target: Target, reason: str = "",
                  max_batch_tokens: int | None = None, prefetch: int | None = None):
         optional_positive_int("max_batch_tokens", max_batch_tokens)
-        self.artifact, self.abi, self.target, self.runner, self.choice_reason = artifact, artifact.record, target, runner, reason
-        self.family: str = self.abi["family"]
+        self.artifact, self.abi, self.target, self.runner = artifact, artifact.record, target, runner
+        self.family, self.choice_reason = str(self.abi["family"]), reason
         self.precision, self.backend, self.device = target.precision, runner.backend, runner.device
         self.providers, self.streams, self.execution = tuple(runner.providers), runner.streams, dict(runner.execution)
         self.identity: Identity | None = artifact.identity  # layer digests and release_id (None: older build)
@@ -50,14 +50,13 @@ class Engine:
         self.max_batch_tokens, self.batch_size, self.prefetch = defaults(runner, max_batch_tokens, prefetch)
         self.output_name: str | None = None  # the readout this engine answers for, inside a multi-output artifact
         self._closed = False
-        # a multi-output artifact: one engine per readout (`runtime.readout_engines`); the first answers decide()
+        # a multi-output artifact: one engine per readout; the first answers decide() and reads raw_outputs()
         multi = multi_output.is_multi(self.abi)
         self._parts: dict[str, Engine] = readout_engines(Engine, artifact, runner, target, reason, max_batch_tokens,
                                                          prefetch) if multi else {}
-        self._steps = None if multi else Runtime(artifact, runner, max_batch_tokens, prefetch)
-        lead: Runtime = next(iter(self._parts.values()))._steps if multi else self._steps  # type: ignore[assignment]
-        self.family_spec: Family = lead.family
-        self.context = lead.context
+        lead = next(iter(self._parts.values()))._steps if multi else None
+        self._steps = Runtime(artifact, runner, max_batch_tokens, prefetch, lead)
+        self.family_spec, self.context = self._steps.family, self._steps.context
         self.labels: tuple[str, ...] | None = self.context.labels or None
 
     @property
@@ -75,7 +74,7 @@ class Engine:
 
     def _one(self, call: str, verb: str = "") -> Runtime:
         self._live()  # ``call`` on a multi-output artifact as a whole: refused, naming the readouts
-        if self._steps is None:
+        if self._parts:
             raise WrongCall(f"this artifact holds several outputs ({', '.join(self._parts)}): {verb or call} one of "
                             f"them, engine.output(name).{call}(...)")
         return self._steps
@@ -108,7 +107,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        for held in (*self._parts.values(), *filter(None, [self._steps])):  # the readouts' runner: closed below
+        for held in (*self._parts.values(), self._steps):  # the readouts' runner is this one, closed below
             held.close()
         self.runner.close()
 
@@ -155,8 +154,9 @@ class Engine:
     def raw_outputs(self, items: Iterable[Any], batch_size: int | None = None,
                     role: str | None = None) -> list[list[dict[str, np.ndarray]]]:
         """Per item, the raw named outputs of each of its parts (windows, or one), in input order."""
-        steps = self._one("raw_outputs")
-        return [outs for chunk in steps.flow(items, batch_size, False, "items", self.role(role)) for outs in chunk.outputs]
+        self._live()
+        return [outs for chunk in self._steps.flow(items, batch_size, False, "items", self.role(role))
+                for outs in chunk.outputs]
 
     def role(self, role: str | None) -> Role | None:
         """The input role a call runs under (`readout_sdk.roles`): ``role`` if given, else the artifact's

@@ -43,11 +43,14 @@ class Runtime:
     :class:`BatchRunner`, the family's decoder) over a runner."""
 
     def __init__(self, artifact: Artifact, runner: Runner, max_batch_tokens: int | None = None,
-                 prefetch: int | None = None):
+                 prefetch: int | None = None, lead: "Runtime | None" = None):
+        """``lead``: a multi-output artifact's first readout, whose family and context read the whole graph's
+        items (its record then gives the feed and the outputs: every readout's)."""
         record = artifact.record
         self.record = record
-        self.family: Family = get(record["family"])
-        self.context = Context(record, artifact.tokenizer_bytes or artifact.path / record["input"]["tokenizer_file"])
+        self.family: Family = lead.family if lead else get(record["family"])
+        self.context = lead.context if lead else \
+            Context(record, artifact.tokenizer_bytes or artifact.path / record["input"]["tokenizer_file"])
         self.max_batch_tokens, self.batch_size, self.prefetch = defaults(runner, max_batch_tokens, prefetch)
         # a TensorRT engine accepts batches up to its optimization profile's maximum
         self.largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
