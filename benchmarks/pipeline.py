@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     texts = mixed_corpus(fam, args.items, 512)
     target = art.targets[0]
     probe = Engine(art, StandInRuntime(art.record), target)
-    tokenizer = probe.context.tokenizer  # the engine's own tokenizer: truncation as the record says
+    tokenizer = probe.tokenizer  # the engine's own tokenizer (a public attribute): truncation as the record says
 
     def tokenize() -> Any:
         return tokenizer.encode_batch(texts)

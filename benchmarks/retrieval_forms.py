@@ -168,7 +168,7 @@ def corpus_costs(engine, texts: list[str]) -> tuple[dict[str, dict[str, float]],
     start = time.monotonic()
     full = engine.embed(texts).vectors
     seconds = time.monotonic() - start
-    return {name: form_cost(full, form) for name, form in engine.context.forms.items()}, seconds
+    return {name: form_cost(full, form) for name, form in engine.vector_forms.items()}, seconds
 
 
 def stored_bytes(form) -> int:
@@ -213,11 +213,11 @@ def run(root: Path, args: argparse.Namespace) -> None:
               f"(role {engine.abi['vector_forms']['calibration']['role']})\n")
         print(f"## Parity corpus (readout_parity.corpus.TEXTS: {len(TEXTS)} texts, each querying the other "
               f"{len(TEXTS) - 1}; run_parity(artifact, widths=(1,)))\n")
-        print(_table(full_dim, engine.context.forms, parity))
+        print(_table(full_dim, engine.vector_forms, parity))
         print(f"\n## Generated corpus ({len(corpus)} distinct sentences over {len(TOPICS)} topics, disjoint "
               f"from calibration and parity; each querying the other {len(corpus) - 1}; form_cost on "
               f"engine.embed vectors, embedded in {embed_s:.1f}s)\n")
-        print(_table(full_dim, engine.context.forms, larger))
+        print(_table(full_dim, engine.vector_forms, larger))
         print(f"\ntotal {time.monotonic() - start:.0f}s")
         if args.json:
             args.json.write_text(json.dumps({"machine": cpu, "cpus": os.cpu_count(), "dim": full_dim,

@@ -109,9 +109,9 @@ def test_progress_bar_on_stderr(minilm, capsys):
 
 
 def test_iterators_are_consumed_in_chunks(minilm, monkeypatch):
-    import readout_sdk.engine as engine_module
+    import readout_sdk.engine.prepare as prepare_step  # the prepare step reads its chunk size from here
 
-    monkeypatch.setattr(engine_module, "CHUNK", 8)
+    monkeypatch.setattr(prepare_step, "CHUNK", 8)
     consumed = []
 
     def texts():
@@ -120,8 +120,9 @@ def test_iterators_are_consumed_in_chunks(minilm, monkeypatch):
             yield f"sentence number {i}"
 
     seen_at_first_batch = []
-    real = minilm._forward
-    monkeypatch.setattr(minilm, "_forward", lambda feed: (seen_at_first_batch.append(len(consumed)), real(feed))[1])
+    real = minilm.runner.run  # the runner (a public attribute) runs every batch
+    monkeypatch.setattr(minilm.runner, "run",
+                        lambda names, feed: (seen_at_first_batch.append(len(consumed)), real(names, feed))[1])
     result = minilm.embed(texts(), batch_size=4)
     assert len(result) == 30 and seen_at_first_batch[0] <= 8
     assert np.abs(result.vectors[17] - minilm.embed(["sentence number 17"]).vectors[0]).max() < 1e-5

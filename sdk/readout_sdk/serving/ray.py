@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from readout_sdk.errors import InputRefused
+from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.families import get
 from readout_sdk.staging import place, staged
 from readout_sdk.release.stored import identity_metadata
@@ -26,6 +26,11 @@ from readout_sdk.serving.records import ROLE_FIELD, plain, predict_records, serv
 
 RAY_EXTRA = "pip install 'readout-export[ray]'"
 INPUTS = (".jsonl", ".parquet")
+
+
+class EncodeIncomplete(SdkError, RuntimeError):
+    """A Ray Data run's output is not what the input asked for (rows lost, or files without the release
+    identity); nothing is placed at the output path."""
 
 
 def _pyarrow() -> Any:
@@ -96,7 +101,7 @@ def _check_stamped(staging: Path, stamped: bool) -> None:
     if not stamped or not any(staging.glob("*.parquet")):
         return
     if OUTPUTS_KEY not in read_metadata(staging):  # read_metadata refuses files that disagree
-        raise RuntimeError(f"{staging}: written without the release identity in its schema metadata")
+        raise EncodeIncomplete(f"{staging}: written without the release identity in its schema metadata")
 
 
 def _assigned_cpus() -> int | None:
@@ -276,7 +281,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
             written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
             _check_stamped(staging, stamped)
             if written != expected:
-                raise RuntimeError(f"{written} rows written for {expected} input rows" + (
+                raise EncodeIncomplete(f"{written} rows written for {expected} input rows" + (
                     "; with --address, --output must be storage every node writes to" if address and not files else ""))
             place(staging, out)
         finally:

@@ -26,23 +26,32 @@ def serving_fields(record: Mapping[str, Any]) -> tuple[str, ...]:
     return fam.fields + ((ROLE_FIELD,) if fam.takes_roles and record["input"].get("prompts") else ())
 
 
+REFUSALS = (InputRefused, TypeError, ValueError)  # what a bad row raises (a runtime fault is not one of them)
+
+
 def predict_records(engine: Any, rows: Sequence[Mapping[str, Any]], batch_size: int = 32) -> list[dict[str, Any]]:
     """Run ``rows`` (each a mapping of the family's fields, and optionally ``role``) and return one record
     per row, in order.
 
-    Every family's rows go through the engine's sorted batching and the family's own decoder, one call
-    per input role present (QA windows and multiple-choice questions too). Where the artifact declares
-    roles, each record says which role made it (the declared default where a row names none).
+    Every family's rows go through the engine's steps: prepared once per input role present
+    (`Engine.prepare`), then run in sorted batches and decided by the family's own decoder (QA windows and
+    multiple-choice questions too). Where the artifact declares roles, each record says which role made it
+    (the declared default where a row names none).
     """
+    result = predict_groups(engine, [rows], batch_size)[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _prepared(engine: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str | None, tuple[list[int], Any]]:
+    """One request's rows prepared (checked, tokenized) once per role they name: role -> (rows, prepared)."""
     fam = engine.family_spec
     roles = [_role(i, row.get(ROLE_FIELD)) for i, row in enumerate(rows)]
-    out: list[dict[str, Any]] = [{} for _ in rows]
+    out = {}
     for role in dict.fromkeys(roles):
         at = [i for i, r in enumerate(roles) if r == role]
-        items = [fam.row_item(i, rows[i]) for i in at]
-        applied = engine.role(role)
-        for i, rec in zip(at, fam.records(engine.decide(items, batch_size=batch_size, role=role))):
-            out[i] = rec | ({ROLE_FIELD: applied.name if applied and applied.name else None} if engine.roles else {})
+        out[role] = (at, engine.prepare([fam.row_item(i, rows[i]) for i in at], role=role))
     return out
 
 
@@ -62,31 +71,50 @@ def _role(index: int, value: Any) -> str | None:
 
 def predict_groups(engine: Any, groups: Sequence[Sequence[Mapping[str, Any]]],
                    batch_size: int = 32) -> list[list[dict[str, Any]] | Exception]:
-    """Several requests' rows in one engine call; a refused request fails alone.
+    """Several requests' rows in one engine call per role; a refused request fails alone.
 
     Servers batch requests from different clients together: a row one client got wrong must not fail
-    the others. All rows run at once; if that is refused, each request runs on its own and a refused
-    one gets its exception in place of its records.
+    the others. Each request is prepared on its own (a refused one gets its exception in place of its
+    records, and is never run); the others' prepared items run together, one sorted call per role. A
+    refusal at decision time (rare: the checks run while preparing) runs each request alone.
     """
-    flat = [row for group in groups for row in group]
-    try:
-        records = predict_records(engine, flat, batch_size)
-    except (InputRefused, TypeError, ValueError) as e:
-        if len(groups) == 1:
-            return [e]
-        return [_refusal(engine, group, batch_size) for group in groups]
     out: list[list[dict[str, Any]] | Exception] = []
-    for group in groups:
-        out.append(records[:len(group)])
-        records = records[len(group):]
+    prepared: list[tuple[int, dict[str | None, tuple[list[int], Any]]]] = []
+    for k, group in enumerate(groups):
+        try:
+            prepared.append((k, _prepared(engine, group)))
+            out.append([{} for _ in group])
+        except REFUSALS as e:
+            out.append(e)
+    try:
+        _run(engine, prepared, out, batch_size)
+    except REFUSALS as e:
+        if len(prepared) == 1:
+            out[prepared[0][0]] = e
+            return out
+        for k, one in prepared:
+            try:
+                _run(engine, [(k, one)], out, batch_size)
+            except REFUSALS as e:
+                out[k] = e
     return out
 
 
-def _refusal(engine: Any, rows: Sequence[Mapping[str, Any]], batch_size: int) -> list[dict[str, Any]] | Exception:
-    try:
-        return predict_records(engine, rows, batch_size)
-    except (InputRefused, TypeError, ValueError) as e:
-        return e
+def _run(engine: Any, prepared: list[tuple[int, dict[str | None, tuple[list[int], Any]]]],
+         out: list[Any], batch_size: int) -> None:
+    """The prepared requests' items run together, one call per role; records placed in ``out`` by request and row."""
+    from readout_sdk.engine import PreparedItems
+
+    fam = engine.family_spec
+    for role in dict.fromkeys(r for _, by_role in prepared for r in by_role):
+        places = [(k, at) for k, by_role in prepared if role in by_role for at in [by_role[role][0]]]
+        joined = PreparedItems.join([by_role[role][1] for _, by_role in prepared if role in by_role])
+        applied = joined.role
+        marked = {ROLE_FIELD: applied.name if applied and applied.name else None} if engine.roles else {}
+        records = iter(fam.records(engine.decide(joined, batch_size=batch_size)))
+        for k, at in places:
+            for i in at:
+                out[k][i] = next(records) | marked
 
 
 def rows_from_columns(columns: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from readout_sdk.artifact import ArtifactError, open_artifact
+from readout_sdk.errors import SdkError
 from readout_sdk.release.signing import trusted_keys
 from readout_sdk.profiles import Profile
 from readout_sdk.serving.records import json_column, predict_groups, rows_from_columns, serving_fields
@@ -64,6 +65,10 @@ def graph_abi_sha256(config_text: str) -> str | None:
 README_DIR = "readout"
 
 
+class GraphModelFailed(SdkError, RuntimeError):
+    """The graph model answered a business-logic request with an error (Triton's message, named)."""
+
+
 class BlsRunner(Lifecycle):
     """A runner (the SDK's protocol, `readout_sdk.runners.Runner`) that asks another Triton model."""
 
@@ -88,7 +93,7 @@ class BlsRunner(Lifecycle):
                                               for k, v in feed.items()])
         response = request.exec()
         if response.has_error():
-            raise RuntimeError(f"graph model {self.graph_model}: {response.error().message()}")
+            raise GraphModelFailed(f"graph model {self.graph_model}: {response.error().message()}")
         return [pb.get_output_tensor_by_name(response, n).as_numpy() for n in names]
 
     def embedded_metadata(self) -> dict[str, str]:

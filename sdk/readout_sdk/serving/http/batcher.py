@@ -16,7 +16,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence, Sized
 
 from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.serving.http.options import Batching
@@ -34,10 +34,11 @@ class Closed(SdkError, RuntimeError):
 
 @dataclass
 class Job:
-    """One request's inputs for one call: ``run`` maps a list of inputs to one result per input."""
+    """One request's inputs for one call (``items``: anything with a length, e.g. `PreparedItems`): ``run``
+    maps several jobs' items (in order) to one result per input, in order."""
 
     key: Hashable
-    items: list[Any]
+    items: Sized
     tokens: int
     run: Callable[[list[Any]], Sequence[Any]]
     future: asyncio.Future = field(default=None)  # type: ignore[assignment]
@@ -187,9 +188,8 @@ class Batcher:
 def _run_merged(jobs: list[Job]) -> list[Sequence[Any] | BaseException]:
     """Run the jobs' inputs in one call; if that is refused, each job alone, so one bad request fails
     alone. Runs on the worker thread."""
-    items = [item for job in jobs for item in job.items]
     try:
-        results = list(jobs[0].run(items))
+        results = list(jobs[0].run([job.items for job in jobs]))
     except REFUSALS as e:
         if len(jobs) == 1:
             return [e]
@@ -205,6 +205,6 @@ def _run_merged(jobs: list[Job]) -> list[Sequence[Any] | BaseException]:
 
 def _alone(job: Job) -> Sequence[Any] | BaseException:
     try:
-        return list(job.run(job.items))
+        return list(job.run([job.items]))
     except Exception as e:
         return e

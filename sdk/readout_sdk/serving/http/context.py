@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from readout_sdk.errors import InputRefused
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.problems import Problem
 from readout_sdk.serving.http.served import Outcome, Served
@@ -25,7 +26,7 @@ class Server:
 
     def __init__(self, models: Sequence[Served], options: Any, metrics: Any):
         if not models:
-            raise ValueError("serve at least one model")
+            raise InputRefused("serve at least one model")
         self.models = {m.name: m for m in models}
         self.default = models[0]
         self.options = options

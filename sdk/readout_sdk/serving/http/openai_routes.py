@@ -75,4 +75,4 @@ async def models(request: Any, server: Server) -> Answer:
 def _widths(served: Any) -> list[int] | None:
     if "/v1/embeddings" not in served.family.http_routes or served.width is None:
         return None
-    return sorted({served.width} | {f.width for f in served.engine.context.forms.values() if f.precision == "float32"})
+    return sorted({served.width} | {f.width for f in served.engine.vector_forms.values() if f.precision == "float32"})

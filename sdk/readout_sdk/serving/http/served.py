@@ -1,17 +1,23 @@
 """One artifact behind the server: its engine, its name, its batcher, and the one way a route runs it.
 
-Every route turns its request into SDK inputs and calls :meth:`Served.call`, which checks them (the
-family's own checks, so a bad input is refused before it can share a batch), counts the tokens the model
-will run (for the per-request and per-batch token bounds, and OpenAI's ``usage``), queues them, and
-returns the family's serving records (`readout_sdk.serving.records`: the same records Triton and Ray
-return) or, for embeddings in a declared vector form, the vectors of that form.
+Every route turns its request into SDK inputs and calls :meth:`Served.call`, which prepares them once with
+the engine's public prepare step (`Engine.prepare`: the family's own checks, so a bad input is refused before
+it can share a batch; tokenizing and windowing), on a small pool of tokenization threads so the event loop
+never tokenizes. The prepared items carry the tokens the model will run (the per-request and per-batch token
+bounds, and OpenAI's ``usage``) and their truncation flags; they are queued as they are and run without
+being tokenized again, returning the family's serving records (`readout_sdk.serving.records`: the same
+records Triton and Ray return) or, for embeddings in a declared vector form, the vectors of that form.
 """
 from __future__ import annotations
 
 import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
+
+from readout_sdk.engine import PreparedItems
 
 from readout_sdk.errors import SdkError
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
@@ -19,6 +25,9 @@ from readout_sdk.serving.http.options import HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
 from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
+
+T = TypeVar("T")
+
 
 @dataclass
 class Outcome:
@@ -51,6 +60,13 @@ class Served:
         self.width: int | None = output.get("dim")  # the full vector's width
         self.normalized: bool | None = output.get("normalized")  # whether the readout L2-normalizes them
         self._token_text: TokenText | None = None
+        # tokenization workers (text-embeddings-inference's): requests are prepared here, off the event loop;
+        # the tokenizer runs natively outside the GIL, so two threads keep up with the model on small machines
+        self._workers = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix=f"readout-http-prepare-{name}")
+
+    async def off_loop(self, work: Callable[[], T]) -> T:
+        """``work()`` on this model's tokenization workers (never on the event loop)."""
+        return await asyncio.get_running_loop().run_in_executor(self._workers, work)
 
     @property
     def release_id(self) -> str:
@@ -74,10 +90,11 @@ class Served:
         naming the widths this artifact declares otherwise."""
         if dimensions is None or dimensions == self.width:
             return None
-        for name, form in self.engine.context.forms.items():
+        forms = self.engine.vector_forms
+        for name, form in forms.items():
             if form.width == dimensions and form.precision == "float32":
                 return name
-        widths = sorted({self.width} | {f.width for f in self.engine.context.forms.values() if f.precision == "float32"})
+        widths = sorted({self.width} | {f.width for f in forms.values() if f.precision == "float32"})
         raise Problem("validation", f"{where}: model {self.name!r} declares no {dimensions}-dimensional vectors; "
                                     f"its widths are {widths}", where)
 
@@ -104,13 +121,12 @@ class Served:
             raise Problem("too_large", f"{where}: {characters} characters, over the limit of "
                                        f"{limits.max_characters} per request (--max-characters)", where)
         applied = self.role(role, "$.role" if role is not None else where)
-        try:
-            checked = [self.family.check_item(i, item) for i, item in enumerate(items)]
-            parts = self.family.encode(self.engine.context, 0, checked, role=applied)
+        name = applied.name if applied is not None else None
+        try:  # the one tokenization of this request: counted here, run as it is
+            prepared = await self.off_loop(lambda: self.engine.prepare(items, role=name))
         except Exception as e:
             raise from_sdk(e, where) from None
-        tokens = [sum(len(enc.ids) + p.expansion_rows for p in ps for enc in p.encodings) for ps in parts]
-        truncated = [any(p.truncated for p in ps) for ps in parts]
+        tokens, truncated = prepared.token_counts, prepared.truncated
         if truncate is False and any(truncated):
             k = truncated.index(True)
             raise Problem("too_large", f"{where}[{k}]: longer than the model's {self.engine.abi['input']['max_length']} "
@@ -118,17 +134,21 @@ class Served:
         if sum(tokens) > limits.max_tokens:
             raise Problem("too_large", f"{where}: {sum(tokens)} tokens, over the limit of {limits.max_tokens} "
                                        "per request (--max-tokens)", where)
-        name = applied.name if applied is not None else None
-        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=checked, tokens=sum(tokens),
-                  run=self._runner(name, form, options or {}))
+        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=prepared, tokens=sum(tokens),
+                  run=self._runner(form, options or {}))
         records = await self._submit(job, where, disconnected)
         return Outcome(list(records), sum(tokens), truncated)
 
-    def _runner(self, role: str | None, form: str | None, options: dict[str, Any]) -> Any:
+    def _runner(self, form: str | None, options: dict[str, Any]) -> Callable[[list[PreparedItems]], list[Any]]:
+        """Runs several jobs' prepared items (one role: the batcher merges jobs of one key) as one call."""
         engine, family = self.engine, self.family
-        if form is not None:
-            return lambda items: family.records(engine.embed(items, role=role, form=form))
-        return lambda items: family.records(engine.decide(items, role=role, **options))
+
+        def run(prepared: list[PreparedItems]) -> list[Any]:
+            joined = prepared[0] if len(prepared) == 1 else PreparedItems.join(prepared)
+            if form is not None:
+                return family.records(engine.embed(joined, form=form))
+            return family.records(engine.decide(joined, **options))
+        return run
 
     async def _submit(self, job: Job, where: str, disconnected: Any) -> Sequence[dict[str, Any]]:
         work = asyncio.ensure_future(self.batcher.submit(job))
@@ -155,7 +175,9 @@ class Served:
     async def close(self) -> None:
         for part in self.readouts.values():
             await part.batcher.close()
+            part._workers.shutdown(wait=True)
         await self.batcher.close()
+        self._workers.shutdown(wait=True)
         self._whole.close()  # a multi-output artifact's engine closes its readouts' too
 
 

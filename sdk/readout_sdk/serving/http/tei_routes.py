@@ -133,7 +133,7 @@ async def tokenize(request: Any, server: Server) -> Answer:
     if len(texts) > limits.max_items:
         raise Problem("too_large", f"$.inputs: {len(texts)} inputs, over the limit of {limits.max_items} (--max-items)")
     shown = [prompt + t for t in texts]
-    encoded = served.engine.tokenizer.encode_batch(shown, add_special_tokens=special)
+    encoded = await served.off_loop(lambda: served.engine.tokenizer.encode_batch(shown, add_special_tokens=special))
     out = []
     for text, enc in zip(shown, encoded):
         tokens = []

@@ -23,7 +23,7 @@ class TokenText:
         self._tok.no_truncation()
         self._tok.no_padding()
         self._size = self._tok.get_vocab_size(with_added_tokens=True)
-        self._special = {int(i) for i in engine.context.inserted_ids}
+        self._special = {int(i) for i in engine.abi["readout"]["content_excluded_ids"]}  # the ids it inserts
 
     def text(self, ids: list[Any], where: str) -> str:
         if not ids:
