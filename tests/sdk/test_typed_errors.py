@@ -162,27 +162,11 @@ def _plain_raises() -> list[str]:
     return found
 
 
-# Files whose raises are converted by the parts of issue 46 that restructure them (the engine and serving,
-# the family contract, the input-kind registry), with their count on 2026-12-06: each may only shrink, and
-# the entries go as those parts land (the lead empties this when merging). Everything else is held to the
-# issue's limit now.
-PENDING = {"sdk/readout_sdk/engine.py": 8, "sdk/readout_sdk/families/base.py": 6,
-           "sdk/readout_sdk/families/multiple_choice.py": 1, "sdk/readout_sdk/profiles.py": 2,
-           "sdk/readout_sdk/serving/http/context.py": 1, "sdk/readout_sdk/serving/ray.py": 2,
-           "sdk/readout_sdk/serving/triton_model.py": 1, "parity/readout_parity/corpus.py": 2}
-
-
 def test_plain_raises_stay_few_in_the_libraries():
     """issue 46: at most 5 `raise ValueError/TypeError/KeyError/RuntimeError` in the four libraries; every
     other refusal a caller can cause is typed (see the cases above)."""
     plain = _plain_raises()
-    by_file: dict[str, int] = {}
-    for where in plain:
-        by_file[where.rsplit(":", 1)[0]] = by_file.get(where.rsplit(":", 1)[0], 0) + 1
-    grown = {f: n for f, n in by_file.items() if f in PENDING and n > PENDING[f]}
-    assert grown == {}, f"plain raises added to a file still being converted: {grown}"
-    rest = [w for w in plain if w.rsplit(":", 1)[0] not in PENDING]
-    assert len(rest) <= MAX_PLAIN, "\n".join(rest)
+    assert len(plain) <= MAX_PLAIN, "\n".join(plain)
 
 
 def test_the_plain_raise_count_sees_a_plain_raise():
