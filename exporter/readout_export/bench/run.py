@@ -75,6 +75,31 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
     # text past max_length): a tier is claimed on both, as a budgeted target's proof is
     edge = default_corpus(spec)
     edge_reference = eager.raw(edge)  # type: ignore[misc]
+    rows = _measure_rows(configs, corpus, reference, edge, edge_reference, family, useful, repeats, latency_items,
+                         say)
+    matches = _head_to_head_then_release(configs, rows, family, corpus, repeats, say)
+    eager_speed = max((r["items_per_s"] for r in rows if r["kind"] == "eager" and r.get("items_per_s")), default=None)
+    for r in rows:
+        if eager_speed and r.get("items_per_s"):
+            r["vs_eager"] = r["items_per_s"] / eager_speed
+    _peak_fractions(art, rows, mach, useful / len(corpus), say)
+    if processes:
+        mach.update(_process_measures(art, spec, corpus, rows, say))
+    goals = decide(rows, mach, family, matches)
+    tier_table = tiers(rows, family, matches)
+    return BenchReport(str(art.path), family,
+                       {"items": len(corpus), "seed": BENCH_SEED, "min_tokens": min(lengths),
+                        "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
+                        "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items,
+                        "parity_corpus_items": len(edge)},
+                       mach, rows, goals, time.monotonic() - start, tier_table, head_to_head=matches)
+
+
+def _measure_rows(configs: list[Any], corpus: list[Any], reference: Any, edge: list[Any], edge_reference: Any,
+                  family: str, useful: float, repeats: int, latency_items: int,
+                  say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One row per configuration: throughput, latency, parity on the bench corpus and on the parity harness's
+    (a skipped configuration is NOT_EVALUATED, with its reason)."""
     rows = []
     for cfg in configs:
         row: dict[str, Any] = {"name": cfg.name, "kind": cfg.kind, "precision": cfg.precision, "target": cfg.target,
@@ -92,9 +117,14 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
         row["gflops"] = useful / 1e9 * row["items_per_s"] / len(corpus)
         row.update(cfg.extra)
         rows.append(row)
-    # the tiers' finalists again, head to head (alternated passes): the rows above were measured minutes
-    # apart, and the tier goals are ratios; every configuration is still loaded (they all were from the
-    # start), and each is released once the matches are played
+    return rows
+
+
+def _head_to_head_then_release(configs: list[Any], rows: list[dict[str, Any]], family: str, corpus: list[Any],
+                               repeats: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The tiers' finalists again, head to head (alternated passes): the rows were measured minutes apart, and
+    the tier goals are ratios. Every configuration is still loaded (they all were from the start); each is
+    released once the matches are played."""
     matches = []
     by_name = {cfg.name: cfg for cfg in configs if cfg.call is not None}
     for sdk_name, peer_name in finalists(rows, family):
@@ -105,49 +135,49 @@ def run_bench(path: str | Path, items: int = 512, repeats: int = 5, latency_item
             cfg.engine.close()
         cfg.call = cfg.raw = cfg.engine = None
     gc.collect()
-    eager_speed = max((r["items_per_s"] for r in rows if r["kind"] == "eager" and r.get("items_per_s")), default=None)
-    for r in rows:
-        if eager_speed and r.get("items_per_s"):
-            r["vs_eager"] = r["items_per_s"] / eager_speed
+    return matches
+
+
+def _peak_fractions(art: Any, rows: list[dict[str, Any]], mach: dict[str, Any], flops_per_item: float,
+                    say: Callable[[str], None]) -> None:
+    """Each row's share of the machine's GEMM peak for its kind of arithmetic."""
     # measured again after the rows and the better kept: a peak taken while something else held the
     # CPU would otherwise make every share look higher than it is
     say("machine: GEMM peaks again")
     again = _peaks()
     mach["gemm_peak_gflops"] = {k: max((v for v in (mach["gemm_peak_gflops"].get(k), again.get(k)) if v is not None),
                                        default=None) for k in again}
-    mach["model_flops_per_item"] = useful / len(corpus)
+    mach["model_flops_per_item"] = flops_per_item
     recipes = {t.name: t.recipe for t in art.targets if t.recipe}
     for r in rows:
         r["peak"] = _peak_kind(r, recipes.get(r.get("target") or ""))
         peak = PEAKS[r["peak"]](mach["gemm_peak_gflops"])
         if peak and r.get("gflops"):
             r["peak_fraction"] = r["gflops"] / peak
-    if processes:
-        say("machine: import time, peak RSS, installed size")
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(corpus, f)
-        items_file = Path(f.name)
-        mach["sdk_import_s"] = M.import_seconds()
-        sdk_rss = M.peak_rss_sdk(art.path, items_file, spec.call)
-        eager_rss = M.peak_rss_eager(Path(art.source.get("model", "")), items_file, spec.bench_peer)
-        mach["sdk_peak_rss_mb"] = sdk_rss.get("peak_rss_mb")
-        mach["eager_peak_rss_mb"] = eager_rss.get("peak_rss_mb")
-        mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}
-        mach["base_install"] = M.base_install_mb()
-        items_file.unlink()
-        ov = [r for r in rows if r["kind"] == "sdk" and r.get("items_per_s")
+
+
+def _process_measures(art: Any, spec: Any, corpus: list[Any], rows: list[dict[str, Any]],
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """What fresh interpreters measure: import time, peak RSS of the SDK and of the eager peer, the base
+    install's size, and a cold start with the compiled-model cache."""
+    say("machine: import time, peak RSS, installed size")
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(corpus, f)
+    items_file = Path(f.name)
+    mach: dict[str, Any] = {"sdk_import_s": M.import_seconds()}
+    sdk_rss = M.peak_rss_sdk(art.path, items_file, spec.call)
+    eager_rss = M.peak_rss_eager(Path(art.source.get("model", "")), items_file, spec.bench_peer)
+    mach["sdk_peak_rss_mb"] = sdk_rss.get("peak_rss_mb")
+    mach["eager_peak_rss_mb"] = eager_rss.get("peak_rss_mb")
+    mach["rss_errors"] = {k: v["error"] for k, v in (("sdk", sdk_rss), ("eager", eager_rss)) if "error" in v}
+    mach["base_install"] = M.base_install_mb()
+    items_file.unlink()
+    ov = [r for r in rows if r["kind"] == "sdk" and r.get("items_per_s")
           and getattr(BACKENDS.get(r.get("backend") or ""), "compiled_cache", False)]
-        if ov:
-            say("machine: cold start with the compiled-model cache")
-            mach["cold_start"] = M.cold_start(art.path, max(ov, key=lambda r: r["items_per_s"])["target"])
-    goals = decide(rows, mach, family, matches)
-    tier_table = tiers(rows, family, matches)
-    return BenchReport(str(art.path), family,
-                       {"items": len(corpus), "seed": BENCH_SEED, "min_tokens": min(lengths),
-                        "max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths),
-                        "batch_size": C.BATCH, "repeats": repeats, "latency_items": latency_items,
-                        "parity_corpus_items": len(edge)},
-                       mach, rows, goals, time.monotonic() - start, tier_table, head_to_head=matches)
+    if ov:
+        say("machine: cold start with the compiled-model cache")
+        mach["cold_start"] = M.cold_start(art.path, max(ov, key=lambda r: r["items_per_s"])["target"])
+    return mach
 
 
 def _peaks() -> dict[str, float | None]:

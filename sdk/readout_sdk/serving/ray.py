@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.families import get
@@ -189,6 +190,79 @@ def _json_strings(keys: dict[str, bool]) -> Any:
                            unexpected_field_behavior="infer")
 
 
+def _check_request(src: Path, out: Path, address: str | None, num_cpus: int | None, actors: int,
+                   cpus_per_actor: float | None, load_options: dict[str, Any]) -> float:
+    """Refuse what cannot run before Ray starts; share the local cores out among the actors as runtime threads
+    (in ``load_options``); return each actor's CPUs."""
+    import os
+
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: no such input file")
+    if src.suffix not in INPUTS:
+        raise InputRefused(f"{src.name}: --input must be a .jsonl (JSON Lines) or .parquet file")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputRefused(f"{out}: output exists and is not an empty directory (Parquet files would mix with old ones)")
+    if address and num_cpus is not None:
+        raise InputRefused("--num-cpus sizes the local cluster; a cluster given by --address has its own CPUs")
+    local_cpus = num_cpus or os.cpu_count() or 1
+    cpus_per_actor = 1.0 if cpus_per_actor is None else cpus_per_actor
+    if not address and load_options.get("threads") is None:
+        # the local machine's cores are shared out among the actors as runtime threads, while each actor
+        # reserves only its CPUs: reserving every CPU for the actors starves Ray Data's own tasks (a hang)
+        load_options["threads"] = max(1, local_cpus // actors)
+    if not address and actors * cpus_per_actor > local_cpus:
+        raise InputRefused(f"{actors} actors x {cpus_per_actor:g} CPUs exceed the local cluster's {local_cpus} CPUs: "
+                           "Ray would wait for them forever")
+    return cpus_per_actor
+
+
+@contextmanager
+def _cluster(ray: Any, address: str | None, num_cpus: int | None) -> Iterator[None]:
+    """Ray, started here (a local cluster, or the one at ``address``) unless it already is, and stopped again;
+    Ray Data raising the SDK's own refusals, and quiet around our one summary line on our own local cluster."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR")
+    try:
+        context = ray.data.DataContext.get_current()
+        before = (context.enable_progress_bars, context.print_on_execution_start)
+        context.raise_original_map_exception = True  # the SDK's refusal, not a wrapper
+        data_log = logging.getLogger("ray.data")
+        log_level = data_log.level
+        if started:  # our own local cluster: its progress bars, plan printout and INFO lines are noise
+            context.enable_progress_bars = context.print_on_execution_start = False
+            data_log.setLevel(logging.ERROR)
+        yield
+    finally:
+        if started:
+            context.enable_progress_bars, context.print_on_execution_start = before
+            data_log.setLevel(log_level)
+            ray.shutdown()
+
+
+def _read(ray: Any, src: Path, keys: dict[str, bool]) -> Any:
+    """The input as a Ray dataset, its columns in the file's order."""
+    # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
+    if src.suffix == ".parquet":
+        return ray.data.read_parquet(str(src), num_cpus=0)
+    ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(keys))
+    names = ds.schema().names  # explicitly typed columns come first: restore the file's order
+    order = [n for n in keys if n in names] + [n for n in names if n not in keys]
+    return ds.select_columns(order) if order != names else ds
+
+
+def _written(staging: Path, stamped: bool, expected: int, address: str | None) -> tuple[tuple[str, ...], int]:
+    """The Parquet files written and their rows, every row of the input accounted for."""
+    files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
+    written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
+    _check_stamped(staging, stamped)
+    if written != expected:
+        raise EncodeIncomplete(f"{written} rows written for {expected} input rows" + (
+            "; with --address, --output must be storage every node writes to" if address and not files else ""))
+    return files, written
+
+
 def encode_file(artifact: str | Path, source: str | Path, output: str | Path, columns: Mapping[str, str] | None = None,
                 prefix: str = "", address: str | None = None, actors: int = 1, cpus_per_actor: float | None = None,
                 batch_size: int = 256, model_batch_size: int = 32, num_cpus: int | None = None,
@@ -207,26 +281,8 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
         import ray
     except ImportError:
         raise ImportError(f"encoding with Ray needs Ray Data: {RAY_EXTRA}") from None
-    import os
-
     src, out = Path(source), Path(output)
-    if not src.is_file():
-        raise FileNotFoundError(f"{src}: no such input file")
-    if src.suffix not in INPUTS:
-        raise InputRefused(f"{src.name}: --input must be a .jsonl (JSON Lines) or .parquet file")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputRefused(f"{out}: output exists and is not an empty directory (Parquet files would mix with old ones)")
-    if address and num_cpus is not None:
-        raise InputRefused("--num-cpus sizes the local cluster; a cluster given by --address has its own CPUs")
-    local_cpus = num_cpus or os.cpu_count() or 1
-    cpus_per_actor = 1.0 if cpus_per_actor is None else cpus_per_actor
-    if not address and load_options.get("threads") is None:
-        # the local machine's cores are shared out among the actors as runtime threads, while each actor
-        # reserves only its CPUs: reserving every CPU for the actors starves Ray Data's own tasks (a hang)
-        load_options["threads"] = max(1, local_cpus // actors)
-    if not address and actors * cpus_per_actor > local_cpus:
-        raise InputRefused(f"{actors} actors x {cpus_per_actor:g} CPUs exceed the local cluster's {local_cpus} CPUs: "
-                           "Ray would wait for them forever")
+    cpus_per_actor = _check_request(src, out, address, num_cpus, actors, cpus_per_actor, load_options)
     from readout_sdk.artifact import open_artifact
     from readout_sdk.release.signing import trusted_keys
 
@@ -244,50 +300,19 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
     with staged(out, "encoded") as staging:  # one run per output; what killed runs left is swept
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise InputRefused(f"{out} exists and is not empty; choose another --output")
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR")
-        try:
-            context = ray.data.DataContext.get_current()
-            before = (context.enable_progress_bars, context.print_on_execution_start)
-            context.raise_original_map_exception = True  # the SDK's refusal, not a wrapper
-            data_log = logging.getLogger("ray.data")
-            log_level = data_log.level
-            if started:  # our own local cluster: its progress bars, plan printout and INFO lines are noise around one summary line
-                context.enable_progress_bars = context.print_on_execution_start = False
-                data_log.setLevel(logging.ERROR)
+        with _cluster(ray, address, num_cpus):
             t0 = time.perf_counter()
-            # reading and writing are I/O: reserving CPUs for them could starve the actors (a deadlock on small machines)
-            if src.suffix == ".parquet":
-                ds = ray.data.read_parquet(str(src), num_cpus=0)
-            else:
-                ds = ray.data.read_json(str(src), num_cpus=0, parse_options=_json_strings(keys))
-                names = ds.schema().names  # explicitly typed columns come first: restore the file's order
-                order = [n for n in keys if n in names] + [n for n in names if n not in keys]
-                if order != names:
-                    ds = ds.select_columns(order)
-            ds = ds.map_batches(Predictor, batch_format="pyarrow", batch_size=batch_size,
-                                compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
-                                fn_constructor_args=(artifact,),
-                                fn_constructor_kwargs={"columns": columns, "prefix": prefix, "role": role,
-                                                       "batch_size": model_batch_size, **load_options})
+            ds = _read(ray, src, keys).map_batches(
+                Predictor, batch_format="pyarrow", batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=actors),
+                num_cpus=cpus_per_actor, fn_constructor_args=(artifact,),
+                fn_constructor_kwargs={"columns": columns, "prefix": prefix, "role": role,
+                                       "batch_size": model_batch_size, **load_options})
             try:
                 ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})
             except InputRefused as e:  # the actor's refusal (raise_original_map_exception), minus Ray's retry advice
                 raise InputRefused(str(e.args[0] if e.args else e).split("\nFailed to apply UDF")[0]) from None
             seconds = time.perf_counter() - t0
-            files = tuple(sorted(p.name for p in staging.glob("*.parquet")))
-            written = sum(_pyarrow().parquet.read_metadata(staging / f).num_rows for f in files)
-            _check_stamped(staging, stamped)
-            if written != expected:
-                raise EncodeIncomplete(f"{written} rows written for {expected} input rows" + (
-                    "; with --address, --output must be storage every node writes to" if address and not files else ""))
+            files, written = _written(staging, stamped, expected, address)
             place(staging, out)
-        finally:
-            if started:
-                context.enable_progress_bars, context.print_on_execution_start = before
-                data_log.setLevel(log_level)
-                ray.shutdown()
     return EncodeResult(written, out, files, seconds)
 

@@ -325,22 +325,9 @@ def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = 
     The handlers are set before Triton starts (a signal during start-up still cleans up), for both signals
     (a process started in the background inherits SIGINT ignored; service managers and containers send
     SIGTERM), and further signals are ignored while stopping so the cleanup is not cut short."""
-    import signal
-
     say = report or (lambda line: None)
     model = model_name(engine.abi, name)
     path = Path(options.log_file) if options.log_file else default_log_file(model, options.http_port)
-    what = f"{model} ({engine.family}, {engine.target.name} on {engine.backend})"
-    inputs = ", ".join(f + (" (optional)" if f == ROLE_FIELD else "") for f in serving_fields(engine.abi))
-
-    def failed(message: str, log: ServerLog | None, code: int = 1) -> ServeFailed:
-        lines = log.relevant() if log is not None else ()
-        say(f"failed: {message}" + (f"; the last lines of Triton's log ({path}):" if lines else
-                                    f" (Triton's log: {path})" if log is not None else ""))
-        for line in lines:
-            say(f"    {line}")
-        return ServeFailed(f"{message} (Triton's log: {path})" if log is not None else message, code, path, lines)
-
     _pytriton()
     _check_ports(options)
     try:
@@ -348,82 +335,122 @@ def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = 
     except OSError as e:
         raise ServeFailed(f"cannot write Triton's log to {path} ({e.strerror}); choose another file with --log-file",
                           2, path) from None
-    pytriton_logger = logging.getLogger("pytriton")
-    saved = pytriton_logger.handlers[:], pytriton_logger.propagate, pytriton_logger.level
-    pytriton_logger.handlers, pytriton_logger.propagate = [_LogRecords(log)], False
-    pytriton_logger.setLevel(logging.INFO)
-    stopping: list[str] = []
-    phase = ["starting"]
+    _Session(engine, options, model, path, log, say).serve(batch_size, on_ready)
 
-    def interrupt(signum: int, frame: Any) -> None:
-        if not stopping:
-            stopping.append(signal.Signals(signum).name)
-            say(f"stopping ({stopping[0]})")
+
+@dataclass
+class _Session:
+    """One :func:`run`: the model, Triton's log, the signal handlers while it serves, and the phase it is in
+    (``starting``, ``waiting`` inside PyTriton's start, ``started``, ``serving``, ``stopping``)."""
+
+    engine: Any
+    options: ServeOptions
+    model: str
+    path: Path
+    log: ServerLog
+    say: Callable[[str], None]
+    phase: str = "starting"
+    stopping: str | None = None
+
+    def failed(self, message: str, code: int = 1) -> ServeFailed:
+        """Report a failure with the last relevant lines of Triton's log; the error to raise."""
+        lines = self.log.relevant()
+        self.say(f"failed: {message}" + (f"; the last lines of Triton's log ({self.path}):" if lines else
+                                         f" (Triton's log: {self.path})"))
+        for line in lines:
+            self.say(f"    {line}")
+        return ServeFailed(f"{message} (Triton's log: {self.path})", code, self.path, lines)
+
+    def interrupt(self, signum: int, frame: Any) -> None:
+        import signal
+
+        if self.stopping is None:
+            self.stopping = signal.Signals(signum).name
+            self.say(f"stopping ({self.stopping})")
         raise KeyboardInterrupt
 
-    def exited_early(signum: int, frame: Any) -> None:
+    def exited_early(self, signum: int, frame: Any) -> None:
         # Raised only inside the guarded call to PyTriton's start (phase "waiting"), and at most once: an
         # exception raised anywhere else (in an except clause, say) would escape as a traceback.
-        if phase[0] == "waiting":
-            phase[0] = "exited"
+        if self.phase == "waiting":
+            self.phase = "exited"
             raise _ServerExited
 
-    def on_exit() -> None:  # PyTriton's start waits up to 2 minutes for a server that has already exited: cut it short
-        if phase[0] == "waiting":
+    def on_exit(self) -> None:  # PyTriton's start waits up to 2 minutes for a server that has already exited: cut it short
+        import signal
+
+        if self.phase == "waiting":
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGUSR1, exited_early)
-    log.on_exit = on_exit
-    triton = None
-    try:
-        say(f"starting Triton for {what}; its log: {path}")
-        triton = _triton(options, log)
-        _bind(triton, engine, options, model, batch_size)
+    def serve(self, batch_size: int, on_ready: Callable[[], None] | None) -> None:
+        """Start Triton, serve until a signal or until Triton stops, and always clean up."""
+        import signal
+
+        pytriton_logger = logging.getLogger("pytriton")
+        saved = pytriton_logger.handlers[:], pytriton_logger.propagate, pytriton_logger.level
+        pytriton_logger.handlers, pytriton_logger.propagate = [_LogRecords(self.log)], False
+        pytriton_logger.setLevel(logging.INFO)
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+        signal.signal(signal.SIGINT, self.interrupt)
+        signal.signal(signal.SIGTERM, self.interrupt)
+        signal.signal(signal.SIGUSR1, self.exited_early)
+        self.log.on_exit = self.on_exit
+        triton = None
+        try:
+            engine = self.engine
+            self.say(f"starting Triton for {self.model} ({engine.family}, {engine.target.name} on {engine.backend}); "
+                     f"its log: {self.path}")
+            triton = _triton(self.options, self.log)
+            _bind(triton, engine, self.options, self.model, batch_size)
+            self.start(triton)
+            self.phase = "serving"
+            if self.log.exited.is_set():
+                raise self.failed(f"Triton exited (code {self.log.exit_code}) before {self.model} was ready")
+            inputs = ", ".join(f + (" (optional)" if f == ROLE_FIELD else "") for f in serving_fields(engine.abi))
+            self.say(f"ready: {self.model} at http://{self.options.host}:{self.options.http_port} and grpc "
+                     f"{self.options.host}:{self.options.grpc_port}; inputs: {inputs}; output: result (JSON)")
+            if on_ready is not None:
+                on_ready()
+            while triton.is_alive():  # until a signal, or Triton or the model stops by itself
+                self.log.exited.wait(1.0)
+            raise self.failed(f"Triton stopped by itself (exit code {self.log.exit_code})" if self.log.exited.is_set()
+                              else f"{self.model} stopped by itself")
+        except KeyboardInterrupt:
+            if self.stopping is None:  # raised by the code, not by the handler above
+                self.stopping = "interrupted"
+                self.say("stopping (interrupted)")
+        finally:
+            self.phase = "stopping"
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
+            if triton is not None:
+                triton.stop()
+            if self.stopping is not None:
+                self.say("stopped")
+            self.log.close()
+            pytriton_logger.handlers, pytriton_logger.propagate = saved[0], saved[1]
+            pytriton_logger.setLevel(saved[2])
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def start(self, triton: Any) -> None:
+        """PyTriton's start, its own failures reported with the log; then Triton's word that the model is ready."""
         try:
             try:
-                phase[0] = "waiting"
+                self.phase = "waiting"
                 triton.run()
             finally:  # a signal handled before this store still raises here, inside the outer try
-                phase[0] = "started"
+                self.phase = "started"
         except _ServerExited:
             pass
         except KeyboardInterrupt:
             raise
         except Exception as e:  # noqa: BLE001 - PyTriton's own start-up failures, reported with the log
-            if not log.exited.is_set():
+            if not self.log.exited.is_set():
                 first = (str(e).strip().splitlines() or [""])[0][:200]
-                raise failed(f"Triton did not start {model} ({type(e).__name__}{': ' + first if first else ''})",
-                             log) from None
-        if not log.exited.is_set() and not _model_ready(options, model):
-            raise failed(f"Triton is up but says {model} is not ready", log)
-        phase[0] = "serving"
-        if log.exited.is_set():
-            raise failed(f"Triton exited (code {log.exit_code}) before {model} was ready", log)
-        say(f"ready: {model} at http://{options.host}:{options.http_port} and grpc {options.host}:{options.grpc_port}; "
-            f"inputs: {inputs}; output: result (JSON)")
-        if on_ready is not None:
-            on_ready()
-        while triton.is_alive():  # until a signal, or Triton or the model stops by itself
-            log.exited.wait(1.0)
-        raise failed(f"Triton stopped by itself (exit code {log.exit_code})" if log.exited.is_set() else
-                     f"{model} stopped by itself", log)
-    except KeyboardInterrupt:
-        if not stopping:  # raised by the code, not by the handler above
-            stopping.append("interrupted")
-            say("stopping (interrupted)")
-    finally:
-        phase[0] = "stopping"
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
-        if triton is not None:
-            triton.stop()
-        if stopping:
-            say("stopped")
-        log.close()
-        pytriton_logger.handlers, pytriton_logger.propagate = saved[0], saved[1]
-        pytriton_logger.setLevel(saved[2])
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+                raise self.failed(f"Triton did not start {self.model} ({type(e).__name__}"
+                                  f"{': ' + first if first else ''})") from None
+        if not self.log.exited.is_set() and not _model_ready(self.options, self.model):
+            raise self.failed(f"Triton is up but says {self.model} is not ready")
+
+
