@@ -164,11 +164,22 @@ def read_meta(root: Path) -> dict[str, Any]:
     return read_meta_bytes(root)[0]
 
 
+def _not_an_artifact(root: Path) -> str:
+    """Why ``root`` cannot be opened as an artifact, in the words that lead to the fix: a path that does not
+    exist (a typo), a model directory (build it first), or a directory of something else."""
+    if not root.exists():
+        return f"{root}: does not exist"
+    if (root / "config.json").is_file() or (root / "modules.json").is_file():
+        return (f"{root}: a model directory, not an artifact (no {ARTIFACT_FILE}): build it first "
+                "(`readout-export build MANIFEST`, the manifest's model naming this directory)")
+    return f"{root}: not an artifact (no {ARTIFACT_FILE})"
+
+
 def read_meta_bytes(root: Path) -> tuple[dict[str, Any], bytes]:
     """:func:`read_meta`, and the bytes it parsed (what a signature is checked against: the same read)."""
     meta_path = root / ARTIFACT_FILE
     if not meta_path.is_file():
-        raise ArtifactError(f"{root}: not an artifact (no {ARTIFACT_FILE})")
+        raise ArtifactError(_not_an_artifact(root))
     try:
         raw = meta_path.read_bytes()
     except OSError as e:
