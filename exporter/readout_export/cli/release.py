@@ -32,7 +32,7 @@ def verify(artifact: str, as_json: bool, strict: bool, trusted_keys: tuple[str, 
     """
     def go():
         from readout_sdk.artifact import open_artifact, read_meta_bytes
-        from readout_sdk.release.lifecycle import derive
+        from readout_sdk.release.lifecycle import Lifecycle, derive
         from readout_sdk.release.signing import examine
 
         keys = policy(trusted_keys)
@@ -41,7 +41,13 @@ def verify(artifact: str, as_json: bool, strict: bool, trusted_keys: tuple[str, 
 
         art = open_artifact(artifact, trusted=keys)
         signatures = examine(art.path, read_meta_bytes(art.path)[1]) if not keys else None
-        return art, reconcile(art), derive(art), signatures
+        recon, state = reconcile(art), derive(art)
+        if recon.decision == "FAIL" and state.state != "DRAFT":
+            # the kept evidence passed reconciliation once; the source has changed since, so it supports nothing
+            # now: one verdict, not "reconciliation FAIL" and then a state that rests on it having passed
+            state = Lifecycle("DRAFT", [], [f"reconciliation with the source model: FAIL now (the kept parity.json "
+                                            f"passed it; it supported {state.state}): rebuild, then run parity"])
+        return art, recon, state, signatures
 
     art, recon, state, signatures = run_command(debug, as_json, go)
     signed = (f"signed by trusted key {art.signed_by}" if art.signed_by else signatures.line())
