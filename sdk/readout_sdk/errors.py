@@ -46,6 +46,11 @@ class WindowError(SdkError, ValueError):
     differ between windows, a stride or layout that does not fit)."""
 
 
+class MissingExtra(SdkError, ImportError):
+    """An optional part of the SDK whose extra is not installed; the message names the install line (the CLI:
+    one line, exit 2, as for any setup problem)."""
+
+
 class Closed(SdkError, RuntimeError):
     """A call on something already closed (a runner, an engine): open a new one. ``close()`` itself may be
     called again at no cost."""

@@ -664,14 +664,28 @@ def test_plots_without_matplotlib(tmp_path, monkeypatch):
                          "pip install 'readout-export[eval]'")
 
 
-def test_missing_export_extra(tmp_path, monkeypatch):
+@pytest.mark.parametrize("command", ["build", "parity"])
+def test_missing_export_extra(tmp_path, monkeypatch, command):
+    # one wording for every command that needs the extra (issue 48 point 5): not "building needs" on parity
     import importlib.util
 
     find = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else find(name, *a))
     (tmp_path / "manifest.json").write_text("{}")
-    result = CliRunner().invoke(main, ["build", str(tmp_path / "manifest.json")])
-    expect_setup(result, "building needs the export extra (missing: onnxscript)")
+    target = str(tmp_path) if command == "parity" else str(tmp_path / "manifest.json")
+    result = CliRunner().invoke(main, [command, target])
+    expect_setup(result, "this command needs the export extra (missing: onnxscript); install it with: "
+                         "pip install 'readout-export[export]'")
+
+
+def test_missing_http_extra_is_one_line_and_exit_2(shared, monkeypatch):
+    # serve-http without Starlette: the install line, exit 2, never "unexpected failure" (issue 48 point 5)
+    import sys
+
+    monkeypatch.setitem(sys.modules, "starlette", None)  # `import starlette` raises ImportError
+    result = CliRunner().invoke(main, ["serve-http", str(shared("classify")[1]), "--port", "0"])
+    expect_setup(result, "the HTTP server needs Starlette, uvicorn and prometheus-client: "
+                         "pip install 'readout-export[http]'")
 
 
 def test_a_module_an_extra_brings_missing_mid_command(tmp_path, monkeypatch):

@@ -91,8 +91,8 @@ def require_export_extra() -> None:
 
     missing = [m for m in ("torch", "transformers", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
     if missing:
-        raise SetupError(f"building needs the export extra (missing: {', '.join(missing)}); "
-                                 "install it with: pip install 'readout-export[export]'")
+        raise SetupError(f"this command needs the export extra (missing: {', '.join(missing)}); "
+                         "install it with: pip install 'readout-export[export]'")
     from readout_sdk.targets.backends import onnxruntime_module
 
     onnxruntime_module()  # checks and converts graphs with either wheel; refuses, naming both, when there is none

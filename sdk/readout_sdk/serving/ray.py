@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from readout_sdk.errors import InputRefused, SdkError
+from readout_sdk.errors import InputRefused, MissingExtra, SdkError
 from readout_sdk.families import get
 from readout_sdk.staging import place, staged
 from readout_sdk.release.stored import identity_metadata
@@ -38,7 +38,7 @@ def _pyarrow() -> Any:
     try:
         import pyarrow
     except ImportError:
-        raise ImportError(f"readout_sdk.serving.ray needs pyarrow and Ray Data: {RAY_EXTRA}") from None
+        raise MissingExtra(f"readout_sdk.serving.ray needs pyarrow and Ray Data: {RAY_EXTRA}") from None
     return pyarrow
 
 
@@ -280,7 +280,7 @@ def encode_file(artifact: str | Path, source: str | Path, output: str | Path, co
     try:
         import ray
     except ImportError:
-        raise ImportError(f"encoding with Ray needs Ray Data: {RAY_EXTRA}") from None
+        raise MissingExtra(f"encoding with Ray needs Ray Data: {RAY_EXTRA}") from None
     src, out = Path(source), Path(output)
     cpus_per_actor = _check_request(src, out, address, num_cpus, actors, cpus_per_actor, load_options)
     from readout_sdk.artifact import open_artifact

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from readout_sdk.errors import SdkError
+from readout_sdk.errors import MissingExtra, SdkError
 
 from readout_sdk.serving.records import ROLE_FIELD, json_column, predict_groups, rows_from_columns, serving_fields
 from readout_sdk.serving.triton_model import model_name
@@ -229,7 +229,7 @@ def _pytriton() -> tuple[Any, Any, Any]:
         from pytriton.server.triton_server import TritonServer
         from pytriton.triton import Triton, TritonConfig
     except ImportError:
-        raise ImportError(f"readout-export serve needs PyTriton: {SERVE_EXTRA}") from None
+        raise MissingExtra(f"readout-export serve needs PyTriton: {SERVE_EXTRA}") from None
     return Triton, TritonConfig, TritonServer
 
 

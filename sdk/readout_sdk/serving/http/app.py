@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
+from readout_sdk.errors import MissingExtra
 from readout_sdk.serving.http.context import Answer, Server
 from readout_sdk.serving.http.metrics import Metrics
 from readout_sdk.serving.http.options import HttpOptions
@@ -98,7 +99,7 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
         from starlette.routing import Mount, Route
     except ImportError:
         from readout_sdk.serving.http.options import HTTP_EXTRA
-        raise ImportError(f"the HTTP server needs Starlette and uvicorn: {HTTP_EXTRA}") from None
+        raise MissingExtra(f"the HTTP server needs Starlette and uvicorn: {HTTP_EXTRA}") from None
     from readout_sdk.serving.http import openai_routes, tei_routes, typed_routes
 
     metrics = metrics or next((m.metrics for m in models if m.metrics is not None), None) or Metrics()

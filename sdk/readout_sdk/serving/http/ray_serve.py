@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from readout_sdk.errors import MissingExtra
 from readout_sdk.serving.http.options import HttpOptions
 
 RAY_EXTRA = "pip install 'readout-export[ray,http]'"
@@ -22,7 +23,7 @@ def deployment(specs: Sequence[str], options: HttpOptions = HttpOptions(), repli
     try:
         from ray import serve
     except ImportError:
-        raise ImportError(f"Ray Serve deployments need Ray Serve: {RAY_EXTRA}") from None
+        raise MissingExtra(f"Ray Serve deployments need Ray Serve: {RAY_EXTRA}") from None
     specs = [_absolute(s) for s in specs]
 
     def build_app() -> Any:  # on each replica, at its start

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from readout_sdk.errors import MissingExtra
 from readout_sdk.serving.http.app import create_app
 from readout_sdk.serving.http.metrics import Metrics
 from readout_sdk.serving.http.options import HTTP_EXTRA, HttpOptions
@@ -55,4 +56,4 @@ def _require() -> None:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise ImportError(f"the HTTP server needs Starlette, uvicorn and prometheus-client: {HTTP_EXTRA}") from None
+        raise MissingExtra(f"the HTTP server needs Starlette, uvicorn and prometheus-client: {HTTP_EXTRA}") from None
