@@ -219,7 +219,7 @@ def test_split_roles_are_audited_across_the_lineage(calibrated, tmp_path):
     assert made.exit_code == 0, made.output
     again = cli("evaluate", tmp_path / "child", "--data", child_cal, "--role", "test")
     assert again.exit_code == 2 and "used as calibration data by `calibrate`" in again.output
-    flagged = cli("evaluate", tmp_path / "child", "--data", test, "--role", "test", "--json", tmp_path / "r.json")
+    flagged = cli("evaluate", tmp_path / "child", "--data", test, "--role", "test", "--report", tmp_path / "r.json")
     report = json.loads((tmp_path / "r.json").read_text())
     assert any("already evaluated by `evaluate` on release" in f for f in report["flags"]), report["flags"]
     assert report["tainted"] is True  # the same graphs: only calibration changed, chosen after those results
@@ -237,7 +237,7 @@ def test_split_roles_are_audited_across_the_lineage(calibrated, tmp_path):
     other = write_rows(tmp_path / "cal2.jsonl", labelled(6, 40))
     assert cli("calibrate", parent, "--data", other, "--output", tmp_path / "sibling", "--coverage", "0.9").exit_code == 0
     seen = cli("evaluate", tmp_path / "sibling", "--data", test, "--role", "test", "--gate", "accuracy>=0",
-               "--json", tmp_path / "s.json")
+               "--report", tmp_path / "s.json")
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["verdict"] == "PASS" and doc["tainted"] is True and seen.exit_code == 1  # passes, yet cannot promote
 
@@ -443,6 +443,6 @@ def test_line_separators_inside_strings_and_frozen_support(calibrated, tmp_path)
     test = write_rows(tmp_path / "t.jsonl", labelled(9, 6))
     refused = cli("evaluate", frozen, "--data", test, "--role", "test", "--min-support", "1")
     assert refused.exit_code == 2 and "froze evaluation.min_support at 10" in refused.output
-    cli("evaluate", frozen, "--data", test, "--role", "test", "--json", tmp_path / "t.json")
+    cli("evaluate", frozen, "--data", test, "--role", "test", "--report", tmp_path / "t.json")
     gates = json.loads((tmp_path / "t.json").read_text())["gates"]
     assert [g["decision"] for g in gates] == ["NOT_EVALUATED"] and "minimum support 10" in gates[0]["reason"]

@@ -99,7 +99,7 @@ def _mean_pooled(model, texts: list[str], tokenizer_dir: Path, max_length: int) 
 def test_embedding_parity_passes_against_the_unmerged_peft_reference(emb, corpus, tmp_path):
     report = tmp_path / "parity.json"
     result = CliRunner().invoke(main, ["parity", str(emb.art), "--widths", "1,7", "--corpus", str(corpus),
-                                       "--json", str(report)])
+                                       "--report", str(report)])
     assert result.exit_code == 0, result.output
     checks = json.loads(report.read_text())["checks"]
     gated = [c for c in checks if c["target"] == "onnx-fp32" and c["provider"] == "CPUExecutionProvider"]

@@ -31,7 +31,7 @@ def test_bench_cli_on_a_classifier(shared, tmp_path):
     linked_copy(shared("classify")[1], art)
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     result = CliRunner().invoke(main, ["bench", str(art), "--items", "24", "--repeats", "1", "--latency-items", "3",
-                                       "--no-processes", "--json", str(out), "--plot", str(png)])
+                                       "--no-processes", "--report", str(out), "--plot", str(png)])
     assert result.exit_code == 0, result.output
     assert "goal" in result.stdout and "eager PyTorch (readout graph)" in result.stdout
     report = json.loads(out.read_text())

@@ -153,7 +153,7 @@ def test_parity_gates_distance_and_neighbourhood_against_unmerged_peft(geometry,
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = dict(os.environ, PYTHONPATH=str(site))  # a new process finds the plugin as any installed package
     done = subprocess.run([str(Path(sys.executable).parent / "readout-export"), "parity", str(art), "--corpus",
-                           str(corpus), "--widths", "1,7", "--json", str(tmp_path / "parity.json")],
+                           str(corpus), "--widths", "1,7", "--report", str(tmp_path / "parity.json")],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     report = json.loads((tmp_path / "parity.json").read_text())

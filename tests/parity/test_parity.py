@@ -26,7 +26,7 @@ def by_metric(report, target="onnx-fp32"):
 def test_minilm_fp32_and_int8(shared, tmp_path):
     artifact = shared("embedding")[1]
     reports = tmp_path / "reports" / "ci"  # absent, as on a fresh CI runner: the reports' directory is made
-    result = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "1,7", "--json", str(reports / "p.json"),
+    result = CliRunner().invoke(main, ["parity", str(artifact), "--widths", "1,7", "--report", str(reports / "p.json"),
                                        "--junit", str(reports / "p.xml")])
     assert result.exit_code == 0, result.output
     assert (reports / "p.xml").read_text().startswith("<?xml")

@@ -12,7 +12,7 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli.run import ARTIFACT_DIR, Directory, SetupError, run_command
+from readout_export.cli.run import ARTIFACT_DIR, Directory, FilePath, SetupError, run_command
 
 
 def _require_eval_extra(plots: bool = False) -> None:
@@ -29,7 +29,7 @@ def _require_eval_extra(plots: bool = False) -> None:
 
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
-@click.option("--data", required=True, type=click.Path(dir_okay=False),
+@click.option("--data", required=True, type=FilePath(),
               help="JSONL rows: the family's input fields plus gold fields, optional 'id' and 'slice'.")
 @click.option("--role", required=True, type=click.Choice(["development", "calibration", "test"]),
               help="The split role this data plays; the artifact's lineage keeps it, and one file keeps one role.")
@@ -40,16 +40,18 @@ def _require_eval_extra(plots: bool = False) -> None:
               help="METRIC[SLICE]>=BOUND or <=BOUND, BOUND a number or parent[+-D]; repeatable; added to the "
                    "manifest's evaluation.gates.")
 @click.option("--min-support", type=int, help="Cases a slice needs to be gated (default: the manifest's, else 30).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report (with per-case outputs) here.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML, one test case per gate.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the full report (with per-case outputs) as JSON on stdout instead of the table.")
+@click.option("--report", "json_path", type=FilePath(), help="Write the full report (with per-case outputs) to this file.")
+@click.option("--junit", "junit_path", type=FilePath(), help="Write JUnit XML, one test case per gate.")
 @click.option("--plots", "plots_dir", type=Directory(),
               help="Write PNGs here: reliability diagram, confusion matrix, recall@k.")
 @click.option("--no-keep", is_flag=True, help="Do not record this run in the artifact (evaluation.json, lineage).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def evaluate(artifact: str, data: str, role: str, parent: str | None, target: str | None, gates: tuple[str, ...],
-             min_support: int | None, json_path: str | None, junit_path: str | None, plots_dir: str | None,
-             no_keep: bool, quiet: bool, debug: bool) -> None:
+             min_support: int | None, as_json: bool, json_path: str | None, junit_path: str | None,
+             plots_dir: str | None, no_keep: bool, quiet: bool, debug: bool) -> None:
     """Evaluate ARTIFACT's task quality on --data in a declared --role, with metrics matched to its output
     object, slices, gates and (with --parent) a paired comparison. A passing test evaluation moves the
     artifact to EVALUATED."""
@@ -65,7 +67,7 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
         from readout_eval.run import public
 
         doc = do_evaluate(artifact, data, role, parent, target, gates, min_support, keep=not no_keep,
-                          say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
+                          say=(lambda m: None) if quiet or as_json else (lambda m: click.echo(f"  {m}", err=True)))
         if json_path:
             write_report(json_path, json.dumps(public(doc), indent=2, allow_nan=False) + "\n")
         if junit_path:
@@ -77,17 +79,21 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
                 click.echo(f"  wrote {p}", err=True)
         return doc
 
-    doc = run_command(debug, False, go)
+    doc = run_command(debug, as_json, go)
     from readout_eval.report import table
+    from readout_eval.run import public
 
-    text = table(doc)
-    click.echo(text.splitlines()[-1] if quiet else text)
+    if as_json:
+        click.echo(json.dumps(public(doc), indent=2, allow_nan=False))
+    else:
+        text = table(doc)
+        click.echo(text.splitlines()[-1] if quiet else text)
     sys.exit(doc["exit_code"])
 
 
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
-@click.option("--data", required=True, type=click.Path(dir_okay=False),
+@click.option("--data", required=True, type=FilePath(),
               help="JSONL calibration split (gold fields as for evaluate); refused if the lineage used it as test.")
 @click.option("--output", required=True, type=Directory(), help="Where to write the new artifact.")
 @click.option("--coverage", type=float, help="Fit an abstention threshold that answers at least this fraction.")

@@ -12,7 +12,7 @@ import click
 
 from readout_sdk.atomic import write_report
 
-from readout_export.cli.run import ARTIFACT_DIR, OneLineGroup, require_export_extra, run_command
+from readout_export.cli.run import ARTIFACT_DIR, FilePath, OneLineGroup, require_export_extra, run_command
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +31,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 @main.command()
-@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("manifest", type=FilePath())
 @click.option("--force", is_flag=True, help="Replace an existing artifact at output_dir.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the result.")
@@ -61,7 +61,7 @@ def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -
 
 
 @main.command()
-@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("manifest", type=FilePath())
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved plan as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def validate(manifest: str, as_json: bool, debug: bool) -> None:
@@ -121,16 +121,17 @@ def inspect(artifact: str, as_json: bool, debug: bool) -> None:
 
 @main.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
-@click.option("--corpus", type=click.Path(dir_okay=False, exists=True),
+@click.option("--corpus", type=FilePath(dir_okay=False, exists=True),
               help="JSONL of your own inputs ({'text': ...}, pairs, or {'question', 'choices'}); default: built-in.")
 @click.option("--widths", default="1,2,7,32", show_default=True, help="Batch widths, comma-separated.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML (one case per check).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON on stdout instead of the table.")
+@click.option("--report", "json_path", type=FilePath(), help="Write the full report as JSON to this file.")
+@click.option("--junit", "junit_path", type=FilePath(), help="Write JUnit XML (one case per check).")
 @click.option("--strict", is_flag=True, help="Exit 1 on any NOT_EVALUATED check too.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None, junit_path: str | None,
-           strict: bool, quiet: bool, debug: bool) -> None:
+def parity(artifact: str, corpus: str | None, widths: str, as_json: bool, json_path: str | None,
+           junit_path: str | None, strict: bool, quiet: bool, debug: bool) -> None:
     """Reconcile ARTIFACT's semantic record with its source model, then prove its compiled targets equal
     eager PyTorch (per family, padding side, batch width).
 
@@ -151,8 +152,8 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
         from readout_parity.report import junit, keep_in_artifact, to_json
 
         try:
-            report = check_parity(artifact, corpus, sizes,
-                                  say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
+            report = check_parity(artifact, corpus, sizes, say=(lambda m: None) if quiet or as_json
+                                  else (lambda m: click.echo(f"  {m}", err=True)))
         except ValueError as e:  # a corpus or width the harness cannot use: bad input, exit 2
             from readout_sdk.errors import InputRefused
 
@@ -164,11 +165,14 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
             write_report(junit_path, junit(report))
         return report
 
-    report = run_command(debug, False, go)
-    from readout_parity.report import table
+    report = run_command(debug, as_json, go)
+    from readout_parity.report import table, to_json
 
-    text = table(report)
-    click.echo(text.splitlines()[-1] if quiet else text)
+    if as_json:
+        click.echo(json.dumps(to_json(report), indent=2))
+    else:
+        text = table(report)
+        click.echo(text.splitlines()[-1] if quiet else text)
     sys.exit(report.exit_code(strict))
 
 
@@ -180,8 +184,9 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
                    "(its two finalists alternated, one pass each per round).")
 @click.option("--latency-items", default=64, show_default=True, help="Single-item calls timed for p50/p95.")
 @click.option("--no-processes", is_flag=True, help="Skip import time, peak RSS and installed size (subprocesses).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full report as JSON here.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of throughput vs parity.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON on stdout instead of the table.")
+@click.option("--report", "json_path", type=FilePath(), help="Write the full report as JSON to this file.")
+@click.option("--plot", "plot_path", type=FilePath(), help="Write a PNG of throughput vs parity.")
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep bench.json in the artifact (a default load() uses its speeds only where the manifest "
                    "declared serving.min_parity, among targets whose kept parity meets that floor).")
@@ -190,7 +195,7 @@ def parity(artifact: str, corpus: str | None, widths: str, json_path: str | None
                    "sentence-transformers on CUDA (fp32, fp16, bf16), parity per row against eager fp32 with TF32 "
                    "off (--items defaults to 4096 there; --latency-items, --plot and --keep do not apply).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def bench(artifact: str, items: int | None, repeats: int, latency_items: int, no_processes: bool,
+def bench(artifact: str, items: int | None, repeats: int, latency_items: int, no_processes: bool, as_json: bool,
           json_path: str | None, plot_path: str | None, keep: bool, device: str, debug: bool) -> None:
     """Measure ARTIFACT against its peers in one run: throughput (batch 32), latency (batch 1), parity
     against eager PyTorch, GEMM peak and achieved GFLOP/s, import time, peak RSS, install size, and the
@@ -203,7 +208,7 @@ def bench(artifact: str, items: int | None, repeats: int, latency_items: int, no
         if value is not None and value < 1:
             raise click.BadParameter(f"must be at least 1, got {value}", param_hint=name)
     if device == "cuda":
-        _bench_gpu(artifact, items or 4096, repeats, json_path, debug)
+        _bench_gpu(artifact, items or 4096, repeats, json_path, as_json, debug)
         return
     items = items or 512
 
@@ -222,13 +227,13 @@ def bench(artifact: str, items: int | None, repeats: int, latency_items: int, no
             plot(report, Path(plot_path))
         return report
 
-    report = run_command(debug, False, go)
-    from readout_export.bench.report import table
+    report = run_command(debug, as_json, go)
+    from readout_export.bench.report import table, to_json
 
-    click.echo(table(report))
+    click.echo(json.dumps(to_json(report), indent=2, default=str) if as_json else table(report))
 
 
-def _bench_gpu(artifact: str, items: int, repeats: int, json_path: str | None, debug: bool) -> None:
+def _bench_gpu(artifact: str, items: int, repeats: int, json_path: str | None, as_json: bool, debug: bool) -> None:
     """`bench --device cuda` (`readout_export.bench.gpu`)."""
     def go():
         require_export_extra()
@@ -239,10 +244,10 @@ def _bench_gpu(artifact: str, items: int, repeats: int, json_path: str | None, d
             write_report(json_path, json.dumps(asdict(report), indent=2, default=str) + "\n")
         return report
 
-    report = run_command(debug, False, go)
+    report = run_command(debug, as_json, go)
     from readout_export.bench.gpu import text_table
 
-    click.echo(text_table(report))
+    click.echo(json.dumps(asdict(report), indent=2, default=str) if as_json else text_table(report))
 
 
 @main.command(name="compile")

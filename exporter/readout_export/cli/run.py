@@ -157,8 +157,27 @@ class Directory(click.Path):
         self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("-"):  # `--plots -q`: an option taken for a path
+            self.fail(f"'{value}' looks like an option, not a directory (write e.g. ./{value} for such a directory)",
+                      param, ctx)
         if isinstance(value, str) and os.path.isfile(value):
             self.fail(f"'{value}' is a file, not {self.what}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class FilePath(click.Path):
+    """A file a command reads or writes (``--report``, ``--junit``, ``--plot``, ``--data``, ``--log-file`` ...): a
+    value that looks like an option is refused, so ``--report -q`` is a usage error, not a file named ``-q``.
+    ``--json`` is never a file: it is the switch that prints the result as JSON on stdout, on every command."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("dir_okay", False)
+        super().__init__(**kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("-"):
+            self.fail(f"'{value}' looks like an option, not a file name (write e.g. ./{value} for such a file)",
+                      param, ctx)
         return super().convert(value, param, ctx)
 
 

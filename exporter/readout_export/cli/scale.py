@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.cli.run import ARTIFACT_DIR, Directory, run_command
+from readout_export.cli.run import ARTIFACT_DIR, Directory, FilePath, run_command
 
 
 SERVE_THREADS = "CPU threads the served engine may use in all (default: every CPU this process may run on)."
@@ -32,7 +32,7 @@ def _with_load_options(fn: Callable[..., Any], threads_help: str) -> Callable[..
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--streams", type=click.IntRange(min=1), help="Batches run at once (default: the backend's choice)."),
         click.option("--threads", type=click.IntRange(min=1), help=threads_help),
-        click.option("--trusted-key", "trusted_keys", multiple=True, type=click.Path(),
+        click.option("--trusted-key", "trusted_keys", multiple=True, type=FilePath(dir_okay=True),
                      help="Refuse an artifact unless this Ed25519 public key (a file, or a directory of .pub/.pem "
                           "files) signed it; repeatable. Default: the keys READOUT_TRUSTED_KEYS names, if any."),
     ]):
@@ -81,7 +81,7 @@ def triton(artifact: str, repo: str, name: str | None, target: str | None, max_b
               help="Rows Triton's dynamic batcher may merge.")
 @click.option("--max-queue-delay-us", default=2000, show_default=True, type=click.IntRange(min=0),
               help="How long Triton waits to fill a batch.")
-@click.option("--log-file", type=click.Path(dir_okay=False),
+@click.option("--log-file", type=FilePath(),
               help="Where Triton's own log goes, rewritten at each start (default: "
                    "$XDG_STATE_HOME/readout-export/serve/NAME-HTTPPORT.log, ~/.local/state/... without XDG_STATE_HOME); "
                    "the terminal gets one line per state change.")
@@ -219,7 +219,7 @@ def _serve_on_ray(artifacts: list[str], options: Any, address: str | None, repli
 
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
-@click.option("--input", "source", required=True, type=click.Path(dir_okay=False),
+@click.option("--input", "source", required=True, type=FilePath(),
               help="A .jsonl or .parquet file, one row per input.")
 @click.option("--output", required=True, type=Directory(), help="Directory for the Parquet files.")
 @click.option("--column", "columns", multiple=True,

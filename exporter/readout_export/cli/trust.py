@@ -8,13 +8,13 @@ from typing import Any, Callable
 
 import click
 
-from readout_export.cli.run import ARTIFACT_DIR, run_command
+from readout_export.cli.run import ARTIFACT_DIR, FilePath, run_command
 
 
 def trusted_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--trusted-key PATH`` (repeatable): the signature policy for this command."""
     return click.option(
-        "--trusted-key", "trusted_keys", multiple=True, type=click.Path(),
+        "--trusted-key", "trusted_keys", multiple=True, type=FilePath(dir_okay=True),
         help="Refuse an artifact unless this Ed25519 public key (a PEM or OpenSSH file, or a directory of "
              ".pub/.pem files) signed it; repeatable. Default: the keys READOUT_TRUSTED_KEYS names, if any.")(fn)
 
@@ -27,7 +27,7 @@ def policy(trusted: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=FilePath())
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def keygen(path: str, debug: bool) -> None:
     """Write a new Ed25519 signing key to PATH (mode 0600) and its public key to PATH.pub.
@@ -45,7 +45,7 @@ def keygen(path: str, debug: bool) -> None:
 @click.command()
 @click.argument("artifact", type=ARTIFACT_DIR)
 @click.option("--key", "key_path", envvar="READOUT_SIGNING_KEY", show_envvar=True, required=True,
-              type=click.Path(dir_okay=False), help="The Ed25519 private key (`readout-export keygen`).")
+              type=FilePath(), help="The Ed25519 private key (`readout-export keygen`).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def sign(artifact: str, key_path: str, debug: bool) -> None:
     """Sign ARTIFACT: an Ed25519 signature over its readout.json (which lists every other file by sha256),
