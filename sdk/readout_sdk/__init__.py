@@ -14,16 +14,16 @@ from readout_sdk.abi import (
 )
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.engine import Engine, load
-from readout_sdk.errors import (BadArgument, Busy, Closed, DeviceUnavailable, FormError, InputRefused, SdkError,
-                                UnknownName, WindowError, WrongCall)
+from readout_sdk.errors import (BadArgument, BelowPolicy, Busy, Closed, DeviceUnavailable, DraftWarning, FormError,
+                                InputRefused, MissingExtra, SdkError, UnknownName, WindowError, WrongCall)
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 
 # the public surface, as docs/reference/api.md lists it (generated from this list; a test keeps them equal)
 __all__ = [
-    "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "BadArgument", "Busy", "Choice",
-    "Classification", "Closed", "DeviceUnavailable", "Embeddings", "Engine", "Entity", "FormError", "InputRefused",
-    "MultiLabel", "Regression", "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors",
+    "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "BadArgument", "BelowPolicy", "Busy",
+    "Choice", "Classification", "Closed", "DeviceUnavailable", "DraftWarning", "Embeddings", "Engine", "Entity",
+    "FormError", "InputRefused", "MissingExtra", "MultiLabel", "Regression", "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors",
     "UnknownName", "WindowError", "WrongCall", "load", "open_artifact", "validate_record",
 ]
 __version__ = "0.1.0"

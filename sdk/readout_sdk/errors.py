@@ -51,6 +51,17 @@ class MissingExtra(SdkError, ImportError):
     one line, exit 2, as for any setup problem)."""
 
 
+class BelowPolicy(SdkError, RuntimeError):
+    """An artifact whose lifecycle state is below the load policy (``min_state``, or the ``READOUT_MIN_STATE``
+    environment variable): the message names its state, what it lacks and the command that supplies it."""
+
+
+class DraftWarning(UserWarning):
+    """A DRAFT artifact loaded without a policy (no parity evidence for its release): warned once per release
+    and process. ``READOUT_MIN_STATE=RECONCILED`` refuses it instead; ``warnings.filterwarnings("ignore",
+    category=DraftWarning)`` silences it."""
+
+
 class Closed(SdkError, RuntimeError):
     """A call on something already closed (a runner, an engine): open a new one. ``close()`` itself may be
     called again at no cost."""

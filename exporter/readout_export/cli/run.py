@@ -47,8 +47,16 @@ def run_command(debug: bool, as_json: bool, fn: Callable[[], Any]) -> Any:
     (an extra, a writable location), 1 for a failure of the work itself, 130 for an interrupt. A usage error
     raised in a command's body (click's BadParameter) is click's to print, as one line. A native panic (a
     BaseException) is a failure like any other."""
+    import warnings
+
+    from readout_sdk.errors import DraftWarning
+
     try:
-        return fn()
+        with warnings.catch_warnings():
+            # a command states an artifact's lifecycle where it matters (build, inspect, verify, parity); the
+            # SDK's one-time DRAFT warning is for programs that load one silently
+            warnings.simplefilter("ignore", DraftWarning)
+            return fn()
     except click.ClickException:
         raise
     except ManifestProblems as e:

@@ -14,6 +14,7 @@ from readout_sdk.arguments import one_of, optional_positive_int
 from readout_sdk.artifact import Artifact, ArtifactError, first_line, open_artifact
 from readout_sdk.backend import choose, kept_evidence
 from readout_sdk.calibration import graph_record_matches
+from readout_sdk.engine.policy import check_state
 from readout_sdk.engine.runtime import check_prefetch
 from readout_sdk.errors import DeviceUnavailable, SdkError, WrongCall
 from readout_sdk.release.signing import trusted_keys as trusted_key_files
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 def load(path: str | Path, device: str = "auto", precision: str | None = None, backend: str = "auto",
          streams: int | None = None, max_batch_tokens: int | None = None,
          target: str | None = None, threads: int | None = None, prefetch: int | None = None,
-         trusted_keys: Sequence[str | Path] | None = None) -> "Engine":
+         trusted_keys: Sequence[str | Path] | None = None, min_state: str | None = None) -> "Engine":
     """Load and verify an artifact; return an :class:`Engine`.
 
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when ONNX Runtime offers it). ``precision``
@@ -49,6 +50,10 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     ``trusted_keys``: the signature policy (Ed25519 public key files, or directories of them; None: those
     the ``READOUT_TRUSTED_KEYS`` environment variable names). When it names keys, an artifact that none of
     them signed, or that changed after it was signed, is refused (`readout_sdk.release.signing`).
+    ``min_state``: the load policy, the least lifecycle state the artifact must have reached (``DRAFT``,
+    ``RECONCILED``: parity passed for this release, ``EVALUATED``, ``CANDIDATE``); None: the
+    ``READOUT_MIN_STATE`` environment variable's. Below it the load is refused (`BelowPolicy`); without a
+    policy a DRAFT artifact loads with a one-time `DraftWarning` (`readout_sdk.engine.policy`).
     Before anything runs, the ABI major version, the tokenizer's and the chosen graph's sha256 and the
     graph's embedded record and output shapes are checked (every listed graph must be present; the ones it does not run are
     not read, so a large unused target costs nothing at start; `readout-export inspect` hashes them all).
@@ -65,6 +70,7 @@ def load(path: str | Path, device: str = "auto", precision: str | None = None, b
     check_prefetch(prefetch)
     keys = trusted_key_files(trusted_keys)
     art = open_artifact(path, check_graphs=False, graphs="present", trusted=keys)  # the graph it runs is hashed below
+    check_state(art, min_state)
     choice = select(art, device, precision, backend, target)
     if BACKENDS[choice.backend].compiled and backend == "auto" and target is None:
         try:  # an engine from another GPU / TensorRT, or a missing runtime piece: fall back, and say why
