@@ -93,8 +93,9 @@ def main() -> None:
         from readout_export.errors import ReadoutExportError
 
         start = time.monotonic()
+        print(f"building {family} ({manifest}) ...", flush=True)  # a build is 20-40 s: never silent that long
         try:
-            result = build(manifest, force=True)
+            result = build(manifest, force=True, progress=lambda m: print(f"  {m}", flush=True))
         except ReadoutExportError as e:
             sys.exit(f"error: {family}: {e}")
         print(f"{result.output_dir}  ({family}, {time.monotonic() - start:.0f} s; "

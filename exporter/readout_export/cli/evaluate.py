@@ -67,7 +67,7 @@ def evaluate(artifact: str, data: str, role: str, parent: str | None, target: st
         from readout_eval.run import public
 
         doc = do_evaluate(artifact, data, role, parent, target, gates, min_support, keep=not no_keep,
-                          say=(lambda m: None) if quiet or as_json else (lambda m: click.echo(f"  {m}", err=True)))
+                          say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
         if json_path:
             write_report(json_path, json.dumps(public(doc), indent=2, allow_nan=False) + "\n")
         if junit_path:

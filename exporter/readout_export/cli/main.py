@@ -39,14 +39,12 @@ def _terminated(signum: int, frame: object) -> None:
 def build(manifest: str, force: bool, quiet: bool, as_json: bool, debug: bool) -> None:
     """Build the artifact MANIFEST describes (one ONNX graph per target, readout inside)."""
     from readout_export.build import build as do_build
-
-    def progress(msg: str) -> None:
-        if not quiet and not as_json:
-            click.echo(f"  {msg}", err=True)
+    from readout_export.cli.progress import Steps
 
     def go():
         require_export_extra()
-        return do_build(manifest, force=force, progress=progress)
+        with Steps(enabled=not quiet) as progress:  # on stderr: --json keeps stdout for the result
+            return do_build(manifest, force=force, progress=progress)
 
     result = run_command(debug, as_json, go)
     if as_json:
@@ -152,8 +150,8 @@ def parity(artifact: str, corpus: str | None, widths: str, as_json: bool, json_p
         from readout_parity.report import junit, keep_in_artifact, to_json
 
         try:
-            report = check_parity(artifact, corpus, sizes, say=(lambda m: None) if quiet or as_json
-                                  else (lambda m: click.echo(f"  {m}", err=True)))
+            report = check_parity(artifact, corpus, sizes,
+                                  say=(lambda m: None) if quiet else (lambda m: click.echo(f"  {m}", err=True)))
         except ValueError as e:  # a corpus or width the harness cannot use: bad input, exit 2
             from readout_sdk.errors import InputRefused
 
