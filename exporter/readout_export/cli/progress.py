@@ -26,8 +26,12 @@ class Steps:
 
     def __enter__(self) -> "Steps":
         if self.live:
-            from rich.console import Console
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            try:
+                from rich.console import Console
+                from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            except ImportError:  # the export extra brings rich; without it, plain lines
+                self.live = False
+                return self
 
             self._display = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                      console=Console(stderr=True), transient=True)
