@@ -206,6 +206,7 @@ def oracles(shared, tf4) -> dict[str, tuple[list[dict], dict]]:
     return {key: (made[key][0], answer) for key, answer in zip(DEFAULT_KEYS, answers)}
 
 
+@pytest.mark.heavy  # installs transformers 4.x with pip (the oracle) before its first case
 @pytest.mark.parametrize("key", DEFAULT_KEYS)
 def test_answers_match_the_transformers_4_pipeline(shared, tf4, oracles, key):
     model_dir, artifact_dir = shared(key)
