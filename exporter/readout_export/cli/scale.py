@@ -170,8 +170,15 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
     requests are merged into batches; overload is answered 429 at once. Every answer names the release
     (header X-Readout-Release-Id). Listens on loopback unless --host says otherwise.
     """
-    from readout_sdk.serving.http.options import Batching, HttpOptions, Limits
+    import os
 
+    from readout_sdk.serving.http.options import API_KEY_ENV, Batching, HttpOptions, Limits
+
+    # an empty key is a key meant and lost (an unset variable in a unit file, `--api-key "$KEY"`): serving
+    # without auth then would be the one thing the operator did not want
+    if (api_key is not None and not api_key.strip()) or (api_key is None and os.environ.get(API_KEY_ENV) == ""):
+        raise click.BadParameter(f"an empty key (from --api-key or {API_KEY_ENV}) would serve without auth; give the "
+                                 f"key, or set neither for a server without auth", param_hint="--api-key")
     options = HttpOptions(host, port, api_key or None, tuple(cors_origins),
                           Limits(max_items, max_characters, max_tokens, max_body_bytes),
                           Batching(max_batch_items, max_batch_tokens, max_wait_ms, max_queue_items), drain_timeout)
@@ -184,7 +191,9 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
 
     def ready(url: str) -> None:
         click.echo(f"serving {', '.join(artifacts)} at {url} (OpenAI: {url}/v1/embeddings; "
-                   f"text-embeddings-inference: {url}/embed ...)", err=True)
+                   f"text-embeddings-inference: {url}/embed ...); auth: "
+                   + ("a bearer token on every route but /health" if options.api_key else "none (no --api-key)"),
+                   err=True)
 
     run_command(debug, False, lambda: run(list(artifacts), options, ready, **kwargs))
 
