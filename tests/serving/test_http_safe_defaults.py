@@ -40,3 +40,24 @@ def test_the_ready_line_says_whether_auth_is_on(shared):
         assert refused.value.code == 401
     with HttpServer([art]) as server:
         assert "auth: none (no --api-key)" in next(line for line in server.lines if line.startswith("serving "))
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_bodies_nested_too_deep_are_400_never_500(shared):
+    art = str(shared("classify")[1])
+    with HttpServer([art]) as server:
+        for body in (b"[" * 1000 + b"]" * 1000,                       # past the interpreter's recursion limit
+                     b'{"inputs": ' + b"[" * 40 + b'"x"' + b"]" * 40 + b"}"):  # within it, past any route's depth
+            status, doc = _post(server.url + "/predict", body)
+            assert status == 400 and "nests deeper than" in doc["error"], (status, doc)
+        status, doc = _post(server.url + "/predict", json.dumps({"inputs": "fine"}).encode())
+        assert status == 200, doc  # the server is still up, and a plain body still works
+        assert not any("Traceback" in line or "RecursionError" in line for line in server.lines)

@@ -11,6 +11,19 @@ from typing import Any, Callable
 from readout_sdk.serving.http.problems import Problem
 
 NO_DEFAULT = object()
+MAX_DEPTH = 32  # the deepest any route reads is 4 (an object of lists of objects); 32 leaves clients room
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` nests more than ``limit`` levels of lists and objects (iterative: no recursion to exhaust)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 async def read_json(request: Any, max_bytes: int) -> dict[str, Any]:
@@ -33,6 +46,10 @@ async def read_json(request: Any, max_bytes: int) -> dict[str, Any]:
         doc = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as e:
         raise Problem("malformed", f"the body is not JSON ({str(e).splitlines()[0]})") from None
+    except RecursionError:  # nested past the interpreter's limit: bad input, never a 500
+        doc = None
+    if doc is None and raw.lstrip()[:1] in (b"[", b"{") or _deeper_than(doc, MAX_DEPTH):
+        raise Problem("malformed", f"the body nests deeper than {MAX_DEPTH} levels; no route reads that deep")
     if not isinstance(doc, dict):
         raise Problem("malformed", f"$: expected a JSON object, got {_kind(doc)}", "$")
     # huggingface_hub's InferenceClient nests options under "parameters" (the Inference API's shape)
