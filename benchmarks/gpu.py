@@ -51,7 +51,7 @@ def main() -> int:
                               ("bench", ["bench", str(artifact), "--device", "cuda", "--items", args.items,
                                          "--repeats", args.repeats])):
             print(f"{what}: {name}", flush=True)
-            done = subprocess.run(["readout-export", *command, "--json", str(results / f"{name}.gpu-{what}.json")],
+            done = subprocess.run(["readout-export", *command, "--report", str(results / f"{name}.gpu-{what}.json")],
                                   capture_output=True, text=True)
             (results / f"{name}.gpu-{what}.txt").write_text(done.stdout + done.stderr)
             print(done.stdout[-4000:], done.stderr[-2000:], sep="\n", flush=True)

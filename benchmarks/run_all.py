@@ -36,7 +36,7 @@ def main() -> None:
         shutil.copyfile(HERE / "dist" / name / "build.log", results / f"{name}.build.log")
         items = args.base_items if name == "bert-base" else args.items
         done = subprocess.run(["readout-export", "bench", str(HERE / "dist" / name), "--items", items,
-                               "--repeats", args.repeats, "--latency-items", args.latency_items, "--json", str(results / f"{name}.json"),
+                               "--repeats", args.repeats, "--latency-items", args.latency_items, "--report", str(results / f"{name}.json"),
                                "--plot", str(results / f"{name}.png")], check=True, stdout=subprocess.PIPE,
                               text=True)  # stderr passes through: a failing bench says why
         (results / f"{name}.txt").write_text(done.stdout)

@@ -161,9 +161,9 @@ def test_calibrated_artifact_keeps_graphs_and_changes_only_calibration_and_decis
     assert cm["abi"]["calibration"]["data"]["role"] == "calibration"
     fitted = calibrated["summary"]["calibration"]["metrics"]
     assert fitted["nll_after"] <= fitted["nll_before"]
-    before = cli("evaluate", parent, "--data", calibrated["cal"], "--role", "calibration", "--no-keep", "--json",
+    before = cli("evaluate", parent, "--data", calibrated["cal"], "--role", "calibration", "--no-keep", "--report",
                  calibrated["root"] / "p.json")
-    after = cli("evaluate", child, "--data", calibrated["cal"], "--role", "calibration", "--no-keep", "--json",
+    after = cli("evaluate", child, "--data", calibrated["cal"], "--role", "calibration", "--no-keep", "--report",
                 calibrated["root"] / "c.json")
     assert before.exit_code == 0 and after.exit_code == 0
     nll = [json.loads((calibrated["root"] / f).read_text())["metrics"]["nll"] for f in ("p.json", "c.json")]
@@ -432,7 +432,7 @@ def test_line_separators_inside_strings_and_frozen_support(calibrated, tmp_path)
     rows = [{"text": "great\u2028product", "label": "positive"}, {"text": "odd\x85line", "label": "negative"}]
     data = tmp_path / "sep.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    ok = cli("evaluate", calibrated["parent"], "--data", data, "--role", "development", "--no-keep", "--json",
+    ok = cli("evaluate", calibrated["parent"], "--data", data, "--role", "development", "--no-keep", "--report",
              tmp_path / "r.json")
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "r.json").read_text())["data"]["rows"] == 2
