@@ -48,7 +48,7 @@ def test_at_a_declared_precision_the_threshold_is_the_lowest_reaching_it(scores,
         assert got["thresholds"] == [0.5]
         return
     reaching = [t for t in set(s.tolist()) for tp, fp, _ in [_counts(y, s, t)]
-                if tp + fp and Fraction(tp, tp + fp) >= Fraction(precision)]
+                if tp + fp and Fraction(tp, tp + fp) >= Fraction(str(precision))]  # 0.9 means 9/10, not the float above it
     if reaching:
         assert got["thresholds"] == [min(reaching)] and got["target"] == {"precision": precision}
     else:
