@@ -53,14 +53,23 @@ def complete(p: argparse.ArgumentParser, given: dict[str, object], built_in: dic
 def load(path: str, app: str):  # -> readout_sdk.Engine
     """``readout_sdk.load(path)``, refusing an artifact of a family this app does not run, naming the app
     that does (``app``: this script's file name)."""
+    import warnings
+
     import readout_sdk
 
-    engine = readout_sdk.load(path)
+    with warnings.catch_warnings(record=True) as said:  # a DRAFT artifact: one plain note, after the checks
+        warnings.simplefilter("always", readout_sdk.DraftWarning)
+        engine = readout_sdk.load(path)
     if APP_FOR.get(engine.family) != app:
         engine.close()
         raise WrongApp(f"{path}: its family is {engine.family}; {app} runs "
                        f"{' / '.join(f for f, a in APP_FOR.items() if a == app)} artifacts: use "
                        f"python examples/apps/{APP_FOR.get(engine.family, '?')} {path}")
+    for w in said:
+        if issubclass(w.category, readout_sdk.DraftWarning):
+            print(f"note: {w.message}", file=sys.stderr)
+        else:  # anything else the load said, as Python would have said it
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return engine
 
 
