@@ -15,7 +15,8 @@ from readout_sdk.abi import (
 from readout_sdk.artifact import Artifact, ArtifactError, open_artifact
 from readout_sdk.engine import Engine, load
 from readout_sdk.errors import (BadArgument, BelowPolicy, Busy, Closed, DeviceUnavailable, DraftWarning, FormError,
-                                InputRefused, MissingExtra, SdkError, UnknownName, WindowError, WrongCall)
+                                InputRefused, MissingExtra, SdkError, UnknownName, WindowError, WrongCall,
+                                WrongItem)
 from readout_sdk.results import (Answer, Choice, Classification, Embeddings, Entity, MultiLabel, Regression, Scored,
                                  SparseVector, TaggedText, TokenVectors)
 
@@ -24,6 +25,6 @@ __all__ = [
     "ABI_VERSION", "FAMILIES", "AbiError", "Answer", "Artifact", "ArtifactError", "BadArgument", "BelowPolicy", "Busy",
     "Choice", "Classification", "Closed", "DeviceUnavailable", "DraftWarning", "Embeddings", "Engine", "Entity",
     "FormError", "InputRefused", "MissingExtra", "MultiLabel", "Regression", "Scored", "SdkError", "SparseVector", "TaggedText", "TensorSpec", "TokenVectors",
-    "UnknownName", "WindowError", "WrongCall", "load", "open_artifact", "validate_record",
+    "UnknownName", "WindowError", "WrongCall", "WrongItem", "load", "open_artifact", "validate_record",
 ]
 __version__ = "0.1.0"
