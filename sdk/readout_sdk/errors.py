@@ -56,7 +56,7 @@ class BelowPolicy(SdkError, RuntimeError):
     environment variable): the message names its state, what it lacks and the command that supplies it."""
 
 
-class DraftWarning(UserWarning):
+class DraftWarning(SdkError, UserWarning):
     """A DRAFT artifact loaded without a policy (no parity evidence for its release): warned once per release
     and process. ``READOUT_MIN_STATE=RECONCILED`` refuses it instead; ``warnings.filterwarnings("ignore",
     category=DraftWarning)`` silences it."""

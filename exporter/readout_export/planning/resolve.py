@@ -426,11 +426,12 @@ def _resolve_max_length(plan: Plan, stated: int | None) -> None:
     measures at it), never lengthen it (the model was not trained past it)."""
     source = plan.source
     declared = source.st_max_length
-    if declared is not None and stated is not None and stated > declared:
+    comparable = isinstance(declared, int) and isinstance(stated, int)  # else _agree names the disagreement
+    if comparable and stated > declared:
         raise ManifestError("$.max_length", f"manifest says {stated} but the sentence-transformers config "
                                             f"(max_seq_length) declares {declared}: a manifest may shorten it, "
                                             "never lengthen it")
-    if declared is not None and stated is not None and stated < declared:
+    if comparable and stated < declared:
         plan.notes.append(f"max_length {stated}: shorter than the sentence-transformers config's max_seq_length "
                           f"{declared}; longer inputs are cut at {stated} (or windowed, as long_inputs says)")
         declared = None
