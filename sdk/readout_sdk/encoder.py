@@ -117,8 +117,9 @@ class TextEncoder:
         specials = tok.num_special_tokens_to_add(True)
         limit = self.max_length - specials - int(trunc["stride"]) - 1
         if self._measure is None:  # the same tokenizer, uncut: the shared one may refuse a lone text outright
-            self._measure = Tokenizer.from_str(self.tokenizer.to_str())
-            self._measure.no_truncation()
+            measure = Tokenizer.from_str(self.tokenizer.to_str())
+            measure.no_truncation()  # configured before any other prepare thread can see it
+            self._measure = measure
         firsts = [len(e.ids) for e in self._measure.encode_batch([a for a, _ in inputs], add_special_tokens=False)]
         for j, first in enumerate(firsts):  # questions are short: only a long one has its context measured
             if first > limit and first + len(self._measure.encode(inputs[j][1], add_special_tokens=False).ids) \

@@ -34,6 +34,7 @@ def test_a_changed_source_demotes_the_lifecycle_verify_prints(shared, tmp_path):
     assert "reconciliation FAIL" in after.output or any("FAIL" in x and "head.labels" in x
                                                         for x in after.output.splitlines()), after.output
     assert "lifecycle RECONCILED" not in after.output, after.output
+    assert "lifecycle FAIL: readout.json says" not in after.output  # one verdict, said once
     assert "  lifecycle DRAFT (missing: reconciliation with the source model: FAIL now" in after.output
     doc = json.loads(CliRunner().invoke(main, ["verify", str(art), "--json"]).output)
     assert doc["ok"] is False and doc["lifecycle"]["state"] == "DRAFT"

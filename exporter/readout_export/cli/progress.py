@@ -33,7 +33,7 @@ class Steps:
                 self.live = False
                 return self
 
-            self._display = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+            self._display = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                                      console=Console(stderr=True), transient=True)
             self._display.start()
         return self

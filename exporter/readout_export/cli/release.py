@@ -66,7 +66,7 @@ def verify(artifact: str, as_json: bool, strict: bool, trusted_keys: tuple[str, 
         for line in recon.lines():
             click.echo(f"  {line}")
         click.echo(f"  lifecycle {state.state}" + (f" (missing: {'; '.join(state.missing)})" if state.missing else ""))
-        if not lifecycle_ok:
+        if not lifecycle_ok and recon.decision != "FAIL":  # a failed reconciliation has said why, above: one verdict
             click.echo(f"  lifecycle FAIL: readout.json says {stored}, but its evidence supports {state.state}")
     failed = recon.decision == "FAIL" or not lifecycle_ok or (strict and recon.decision == "NOT_EVALUATED")
     sys.exit(1 if failed else 0)

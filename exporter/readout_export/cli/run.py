@@ -88,7 +88,9 @@ def exit_code(e: BaseException) -> int | None:
 
     if isinstance(e, ReadoutExportError):
         return e.exit_code
-    if isinstance(e, (SdkError, ParityError, FileNotFoundError)):
+    if isinstance(e, SdkError):  # a refusal, unless the error says the work itself failed (Ray lost rows)
+        return int(getattr(e, "exit_code", 2))
+    if isinstance(e, (ParityError, FileNotFoundError)):
         return 2
     return None
 

@@ -266,9 +266,21 @@ def _resolve_multi_vector(plan: Plan) -> None:
     for role in ("query", "document"):
         plan.prompts.setdefault(role, "")  # encode_query / encode_document apply these roles' policies
     words = list(mv.get("skiplist_words") or [])
-    query = {"max_length": length or mv.get("query_length"), "expansion": length}
-    plan.role_policy = {"query": query, "document": {"max_length": mv.get("document_length"), "skip_words": words},
+    query = {"max_length": _within_max_length(plan, "query_length", length or mv.get("query_length")),
+             "expansion": length}
+    plan.role_policy = {"query": query,
+                        "document": {"max_length": _within_max_length(plan, "document_length", mv.get("document_length")),
+                                     "skip_words": words},
                         "(none)": {"skip_words": words}}
+
+
+def _within_max_length(plan: Plan, name: str, length: Any) -> Any:
+    """A role's own length, cut to the record's max_length (a manifest may shorten a model's lengths, and every
+    role's input must fit the graph the record describes), with a note when it is cut."""
+    if isinstance(length, int) and not isinstance(length, bool) and length > plan.max_length:
+        plan.notes.append(f"{name} {length} cut to max_length {plan.max_length}")
+        return plan.max_length
+    return length
 
 
 def _resolve_vectors(plan: Plan, spec: dict[str, Any], kept: bool = False) -> None:

@@ -31,7 +31,9 @@ INPUTS = (".jsonl", ".parquet")
 
 class EncodeIncomplete(SdkError, RuntimeError):
     """A Ray Data run's output is not what the input asked for (rows lost, or files without the release
-    identity); nothing is placed at the output path."""
+    identity); nothing is placed at the output path. A failure of the work, not a refusal: exit 1."""
+
+    exit_code = 1
 
 
 def _pyarrow() -> Any:

@@ -47,8 +47,10 @@ async def read_json(request: Any, max_bytes: int) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError) as e:
         raise Problem("malformed", f"the body is not JSON ({str(e).splitlines()[0]})") from None
     except RecursionError:  # nested past the interpreter's limit: bad input, never a 500
-        doc = None
-    if doc is None and raw.lstrip()[:1] in (b"[", b"{") or _deeper_than(doc, MAX_DEPTH):
+        doc, too_deep = None, True
+    else:
+        too_deep = _deeper_than(doc, MAX_DEPTH)
+    if too_deep:
         raise Problem("malformed", f"the body nests deeper than {MAX_DEPTH} levels; no route reads that deep")
     if not isinstance(doc, dict):
         raise Problem("malformed", f"$: expected a JSON object, got {_kind(doc)}", "$")
