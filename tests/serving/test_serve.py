@@ -249,3 +249,24 @@ def test_server_log_keeps_whole_lines_and_quotes_the_relevant_ones(tmp_path):
     assert (tmp_path / "sub" / "t.log").read_text().startswith(text)
     assert log.relevant() == ("E: \"failed to start HTTP service: Unavailable - Socket '127.0.0.1:8000' already in "
                               "use \"",)
+
+
+def test_pytritons_own_warnings_go_to_the_log_and_others_still_show(tmp_path):
+    """PyTriton warns through Python's `warnings` too (a CleanupWarning when its workspace is already gone
+    on stop): while serve runs, such a warning is a line in the server log, never two lines on the
+    terminal after `failed:`; a warning of anyone else is still shown."""
+    import warnings
+
+    from pytriton.utils.workspace import CleanupWarning
+
+    from readout_sdk.serving.serve import ServerLog, _pytriton_warnings_into
+
+    log = ServerLog(tmp_path / "t.log", "m", lambda: None)
+    with warnings.catch_warnings(record=True) as shown:  # what would reach the terminal
+        warnings.simplefilter("always")
+        with _pytriton_warnings_into(log):
+            warnings.warn("Could not clean workspace /x. [Errno 2] No such file", CleanupWarning)
+            warnings.warn("someone else's", UserWarning)
+        log.close()
+    assert [str(w.message) for w in shown] == ["someone else's"]
+    assert "pytriton warning CleanupWarning: Could not clean workspace /x." in (tmp_path / "t.log").read_text()

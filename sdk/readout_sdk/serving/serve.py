@@ -17,15 +17,17 @@ Needs the ``serve`` extra: ``pip install 'readout-export[serve]'`` (nvidia-pytri
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import re
 import socket
 import sysconfig
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -203,6 +205,23 @@ class _LogRecords(logging.Handler):
             pass
 
 
+@contextlib.contextmanager
+def _pytriton_warnings_into(log: ServerLog) -> Iterator[None]:
+    """PyTriton's Python warnings (its ``CleanupWarning`` when a workspace is already gone on stop, say) go
+    to the server log, not the terminal, while this context lasts; any other warning is shown as usual."""
+    with warnings.catch_warnings():  # restores showwarning on the way out
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+            if category.__module__.startswith("pytriton") or f"{os.sep}pytriton{os.sep}" in filename:
+                log.write_line(f"pytriton warning {category.__name__}: {message}")
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def _check_ports(options: ServeOptions) -> None:
     """Refuse, before starting anything, a port something already answers on (Triton would start, fail
     on it and take a while to say so; a client could even reach the other server)."""
@@ -335,7 +354,8 @@ def run(engine: Any, options: ServeOptions = ServeOptions(), name: str | None = 
     except OSError as e:
         raise ServeFailed(f"cannot write Triton's log to {path} ({e.strerror}); choose another file with --log-file",
                           2, path) from None
-    _Session(engine, options, model, path, log, say).serve(batch_size, on_ready)
+    with _pytriton_warnings_into(log):
+        _Session(engine, options, model, path, log, say).serve(batch_size, on_ready)
 
 
 @dataclass
