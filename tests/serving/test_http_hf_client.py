@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 import readout_sdk
 from helpers.corpus import PAIRS, TEXTS
@@ -72,6 +73,16 @@ def sdk_vectors(engine, texts, side=None, role=None):
 def test_feature_extraction_left_and_right_truncation_are_the_sdks(client, http, engines):
     e = engines["minilm"]
     assert e.prepare([LONG]).truncated == [True]
+    # the SDK's left cut keeps the text's last content tokens, its right cut the first (the uncut ids: a copy of
+    # the artifact's tokenizer with truncation off)
+    uncut = Tokenizer.from_str(e.tokenizer.to_str())
+    uncut.no_truncation()
+    ids = uncut.encode(LONG, add_special_tokens=False).ids
+    room = e.abi["input"]["max_length"] - 2  # [CLS] ... [SEP]
+    for side, want_ids in (("left", ids[-room:]), ("right", ids[:room])):
+        assert e.prepare([LONG], truncation_side=side).parts[0][0].encodings[0].ids[1:-1] == want_ids
+    with pytest.raises(ValueError, match="truncation_side must be one of"):
+        e.prepare([LONG], truncation_side="Left")  # the SDK's spelling is the record's: "left" / "right"
     left, right = sdk_vectors(e, [LONG], "left"), sdk_vectors(e, [LONG], "right")
     assert not np.allclose(left, right, atol=1e-3)  # the two ends of the text make different vectors
     np.testing.assert_allclose(right, e.embed([LONG]).vectors, atol=1e-6)  # the record cuts from the right
@@ -120,7 +131,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a @ b.T)[0]
 
 
-def test_sentence_similarity_and_tei_similarity_are_cosines_of_the_sdks_vectors(client, http, engines):
+def test_sentence_similarity_and_tei_similarity_are_cosines_of_the_sdks_vectors(server, client, http, engines):
     e = engines["minilm"]
     assert e.abi["output"]["score_type"] == "cosine"
     source, others = TEXTS[4], TEXTS[:4] + [LONG]
@@ -128,6 +139,10 @@ def test_sentence_similarity_and_tei_similarity_are_cosines_of_the_sdks_vectors(
     got = client().sentence_similarity(source, others)
     assert isinstance(got, list) and len(got) == len(others)
     np.testing.assert_allclose(got, want, atol=1e-6)
+    from huggingface_hub import InferenceClient  # base_url=: the client's alias of model=, as OpenAI's client names it
+
+    np.testing.assert_allclose(InferenceClient(base_url=f"{server.url}/models/minilm", token=KEY)
+                               .sentence_similarity(source, others), want, atol=1e-6)
     assert max(got) < 1.0 and float(cosine(e.embed([source]).vectors, e.embed([source]).vectors)[0]) == \
         pytest.approx(client().sentence_similarity(source, [source])[0], abs=1e-6)
     asym = engines["asym"]
@@ -142,7 +157,8 @@ def test_sentence_similarity_and_tei_similarity_are_cosines_of_the_sdks_vectors(
 
 
 @pytest.mark.parametrize("path, doc, status, part", [
-    ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 422, "$.inputs.sentences: the list is empty"),
+    ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 422,
+     "$.inputs.sentences: the list is empty"),
     ("/similarity", {"inputs": {"source_sentence": "a", "sentences": "b"}}, 400, "$.inputs.sentences: expected a list"),
     ("/similarity", {"inputs": {"source_sentence": 1, "sentences": ["b"]}}, 400, "$.inputs.source_sentence"),
     ("/similarity", {"inputs": {"sentences": ["b"]}}, 400, "$.inputs.source_sentence: expected a string, got null"),
@@ -229,7 +245,8 @@ def test_token_classification_is_the_sdks_entities(client, engines):
     text = tagged[0]
     tokens = hub.token_classification(text, aggregation_strategy="none")
     want = e.tag([text], aggregation="none")[0]
-    assert [(g.entity, g.entity_group, g.start, g.end) for g in tokens] == [(w.label, None, w.start, w.end) for w in want]
+    assert [(g.entity, g.entity_group, g.start, g.end) for g in tokens] == \
+        [(w.label, None, w.start, w.end) for w in want]
     first = e.tag([text], aggregation="first")[0]
     assert [(g.entity_group, g.start) for g in hub.token_classification(text, aggregation_strategy="first")] == \
         [(w.label, w.start) for w in first]
