@@ -112,9 +112,9 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
     handlers = {path: handler for path, _, handler in model_routes}
 
     async def hf_inference(request: Any, server: Server) -> Answer:
-        """``POST /``: the Inference API's shape (huggingface_hub's InferenceClient pointed at this URL),
-        answered by the model's family's first route, as text-embeddings-inference dispatches it."""
-        return await handlers[server.routed(request).family.http_routes[0]](request, server)
+        """``POST /``: the Inference API's shape, answered by the model's and the body's task (`http.hf_inference`)."""
+        from readout_sdk.serving.http.hf_inference import answer
+        return await answer(request, server, handlers)
 
     model_routes = model_routes + [("/", "POST", hf_inference)]
     routes = [

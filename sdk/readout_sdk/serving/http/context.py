@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from readout_sdk.errors import InputRefused
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.truncation import truncation_side
 from readout_sdk.serving.http.served import Outcome, Served
 
 
@@ -82,7 +83,8 @@ async def run(request: Any, served: Served, doc: dict[str, Any], items: list[Any
               form: str | None = None, options: dict[str, Any] | None = None) -> Outcome:
     """``items`` through the model with the request's role and ``truncate``; dropped if the client goes."""
     return await served.call(items, where, role=role(doc), form=form, options=options,
-                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
+                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None),
+                             truncation_side=truncation_side(doc))
 
 
 async def run_texts(request: Any, server: Server, route: str) -> tuple[Served, Outcome]:
