@@ -40,7 +40,8 @@ def server(classify):
 def test_unknown_models_and_unauthenticated_requests_add_no_series(server):
     def unknown(http: httpx.Client, name: str, authed: bool) -> None:
         headers = AUTH if authed else {}
-        for r in (http.post(f"/models/{name}/predict", json={"inputs": "x"}, headers=headers),
+        for r in (http.post(f"/models/{name}/embed", json={"inputs": "x"}, headers=headers),
+                  http.post(f"/models/{name}/predict", json={"inputs": "x"}, headers=headers),
                   http.post(f"/models/{name}", json={"inputs": "x"}, headers=headers),
                   http.post("/v1/embeddings", json={"model": name, "input": "x"}, headers=headers),
                   http.get(f"/v1/models/{name}", headers=headers)):
@@ -61,7 +62,7 @@ def test_unknown_models_and_unauthenticated_requests_add_no_series(server):
 
     grew = metric_value(after, "readout_http_errors_total", kind="unauthorized") - \
         metric_value(before, "readout_http_errors_total", kind="unauthorized")
-    assert grew == 400  # still counted: 100 unauthenticated clients x 4 requests
+    assert grew == 500  # still counted: 100 unauthenticated clients x 5 requests
 
 
 def _half_sent(url: str, part: bytes) -> socket.socket:
@@ -91,6 +92,7 @@ def test_stalled_sockets_are_closed_at_the_configured_deadline(server):
         assert reply.startswith(b"HTTP/1.1 408 "), reply
     assert b"--header-timeout-s" in replies[0] and b"--body-timeout-s" in replies[3]
     assert httpx.get(server.url + "/health", timeout=30).status_code == 200  # and the server serves on
+    assert not any("Traceback" in line for line in server.lines), server.lines[-10:]  # a gone client, not a fault
 
 
 def test_connections_over_the_cap_are_refused_and_those_open_are_served(classify):
@@ -160,6 +162,11 @@ def test_health_is_503_while_draining(classify):
         while 503 not in statuses and time.monotonic() < deadline:
             statuses.append(_status(probe, b"GET /health"))
         assert statuses[-1] == 503, statuses
+        time.sleep(1.0)  # uvicorn's shutdown has begun (it polls for the signal every 0.1 s)
+        host, port = srv.url.removeprefix("http://").split(":")
+        with pytest.raises(ConnectionRefusedError):  # what a probe opening its own connection sees
+            socket.create_connection((host, int(port)), timeout=10)
+        assert _status(probe, b"GET /health") == 503  # the open connection still hears it
         assert _status(probe, b"GET /info") == 503  # no new work while draining
         slow.sendall(body[5:])
         answer = _closed_reply(slow)
@@ -172,7 +179,10 @@ def _status(s: socket.socket, request_line: bytes) -> int:
     s.sendall(request_line + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     head = b""
     while b"\r\n\r\n" not in head:
-        head += s.recv(1)
+        byte = s.recv(1)
+        if not byte:
+            raise ConnectionError(f"closed by the server after {head!r}")
+        head += byte
     length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
     while length:
         length -= len(s.recv(length))
