@@ -81,6 +81,13 @@ def _closed_reply(s: socket.socket) -> bytes:
 
 
 def test_stalled_sockets_are_closed_at_the_configured_deadline(server):
+    from readout_sdk.serving.http.metrics import metric_value
+
+    def timeouts() -> float:
+        return metric_value(httpx.get(server.url + "/metrics", headers=AUTH, timeout=30).text,
+                            "readout_http_errors_total", kind="timeout")
+
+    before = timeouts()
     body_half = (b"POST /models/sentiment/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 100\r\n\r\n{\"inputs\":")
     stalled = [_half_sent(server.url, b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Le") for _ in range(3)] + \
@@ -93,6 +100,7 @@ def test_stalled_sockets_are_closed_at_the_configured_deadline(server):
     assert b"--header-timeout-s" in replies[0] and b"--body-timeout-s" in replies[3]
     assert httpx.get(server.url + "/health", timeout=30).status_code == 200  # and the server serves on
     assert not any("Traceback" in line for line in server.lines), server.lines[-10:]  # a gone client, not a fault
+    assert timeouts() - before == len(stalled)  # each counted, by kind
 
 
 def test_connections_over_the_cap_are_refused_and_those_open_are_served(classify):
@@ -106,8 +114,9 @@ def test_connections_over_the_cap_are_refused_and_those_open_are_served(classify
             reply = b""  # closed before the 503 was read: refused all the same
         assert reply == b"" or reply.startswith(b"HTTP/1.1 503 "), reply
         assert b"503" not in reply or b"--max-connections" in reply
-        first.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        assert _closed_reply(first).startswith(b"HTTP/1.1 200 ")
+        first.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        served = _closed_reply(first)
+        assert served.startswith(b"HTTP/1.1 200 ") and b'readout_http_errors_total{kind="connections"} 1.0' in served
         for s in held + [first, over]:
             s.close()
         deadline = time.monotonic() + 30

@@ -133,7 +133,6 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
         from starlette.exceptions import HTTPException
         from starlette.middleware import Middleware
         from starlette.middleware.cors import CORSMiddleware
-        from starlette.responses import JSONResponse
         from starlette.routing import Mount, Route
     except ImportError:
         from readout_sdk.serving.http.options import HTTP_EXTRA
@@ -169,18 +168,29 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
         route("/models/{model}", "/", hf_inference),
     ]
 
-    async def not_found(request: Any, exc: Any) -> Any:
-        openai = request.url.path.startswith("/v1/")
-        p = Problem("not_found" if exc.status_code == 404 else "malformed",
-                    f"{request.method} {request.url.path}: {'no such route' if exc.status_code == 404 else exc.detail}")
-        return JSONResponse(error_body(p, openai), exc.status_code)
-
     middleware = []
     if options.cors_origins:  # off unless origins are named: a browser page elsewhere may not call the server
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(options.cors_origins),
                                      allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],
                                      expose_headers=[RELEASE_HEADER, MODEL_HEADER]))
 
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found},
+                    lifespan=_closing(models))
+    app.state.server = server
+    return app
+
+
+async def not_found(request: Any, exc: Any) -> Any:
+    """An unknown route (404) or a method it does not take (405), in the dialect of its path."""
+    from starlette.responses import JSONResponse
+
+    p = Problem("not_found" if exc.status_code == 404 else "malformed",
+                f"{request.method} {request.url.path}: {'no such route' if exc.status_code == 404 else exc.detail}")
+    return JSONResponse(error_body(p, request.url.path.startswith("/v1/")), exc.status_code)
+
+
+def _closing(models: Sequence[Served]) -> Any:
+    """The application's lifespan: nothing to start (the models are loaded), the models closed at its end."""
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
@@ -190,7 +200,4 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
         finally:
             await asyncio.gather(*(m.close() for m in models), return_exceptions=True)
 
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found},
-                    lifespan=lifespan)
-    app.state.server = server
-    return app
+    return lifespan

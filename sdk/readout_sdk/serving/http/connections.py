@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 HEADERS, BODY, NONE = "headers", "body", None  # what a connection is waiting for from its client
 
@@ -26,62 +27,77 @@ def _raw_response(status: str, message: str) -> bytes:
             "connection: close\r\n\r\n").encode() + body
 
 
-def guarded(base: type, header_timeout_s: float, body_timeout_s: float, max_connections: int) -> type:
+@dataclass(frozen=True)
+class Guard:
+    """The bounds, and where to count what they refuse (`Metrics.errors`: ``timeout``, ``connections``)."""
+
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+    count: Callable[[str], None] = lambda kind: None
+
+
+def guarded(base: type, guard: Guard) -> type:
     """``base`` (uvicorn's HTTP protocol class) with the read deadlines and the connection cap."""
+    return type(f"Guarded{base.__name__}", (_Guarded, base), {"guard": guard})
 
-    class Guarded(base):  # type: ignore[misc, valid-type]
-        _timer: asyncio.TimerHandle | None = None
-        _phase: str | None = NONE
 
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                transport.write(_raw_response("503 Service Unavailable", f"over {max_connections} open connections "
-                                                                         "(--max-connections); retry later"))
-                transport.close()
-                return
-            self._enter(HEADERS)  # a client that connects and sends nothing is held to the header deadline too
+class _Guarded:
+    """The guard, mixed in before uvicorn's protocol (its methods call the protocol's own)."""
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            self._enter(self._waiting_for())
+    guard: Guard
+    _timer: asyncio.TimerHandle | None = None
+    _phase: str | None = NONE
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()  # may start a pipelined request already received
-            phase = self._waiting_for()
-            self._enter(NONE if phase == HEADERS else phase)  # idle: uvicorn's keep-alive timer holds it
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        cap = self.guard.max_connections
+        if len(self.connections) > cap:  # type: ignore[attr-defined]
+            self.guard.count("connections")
+            transport.write(_raw_response("503 Service Unavailable", f"over {cap} open connections "
+                                                                     "(--max-connections); retry later"))
+            transport.close()
+            return
+        self._enter(HEADERS)  # a client that connects and sends nothing is held to the header deadline too
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._enter(NONE)
-            super().connection_lost(exc)
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        self._enter(self._waiting_for())
 
-        def _waiting_for(self) -> str | None:
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete:
-                return HEADERS  # bytes of a next request came, its headers are not complete yet
-            return BODY if cycle.more_body and not cycle.response_started else NONE
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]  # may start a pipelined request already received
+        phase = self._waiting_for()
+        self._enter(NONE if phase == HEADERS else phase)  # idle: uvicorn's keep-alive timer holds it
 
-        def _enter(self, phase: str | None) -> None:
-            if phase == self._phase:
-                return  # still the same phase: its deadline stands
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self._phase = phase
-            if phase is not NONE and not self.transport.is_closing():
-                seconds = header_timeout_s if phase == HEADERS else body_timeout_s
-                self._timer = self.loop.call_later(seconds, self._expired, phase, seconds)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._enter(NONE)
+        super().connection_lost(exc)  # type: ignore[misc]
 
-        def _expired(self, phase: str, seconds: float) -> None:
+    def _waiting_for(self) -> str | None:
+        cycle = self.cycle  # type: ignore[attr-defined]
+        if cycle is None or cycle.response_complete:
+            return HEADERS  # bytes of a next request came, its headers are not complete yet
+        return BODY if cycle.more_body and not cycle.response_started else NONE
+
+    def _enter(self, phase: str | None) -> None:
+        if phase == self._phase:
+            return  # still the same phase: its deadline stands
+        if self._timer is not None:
+            self._timer.cancel()
             self._timer = None
-            if self.transport.is_closing():
-                return
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
-                option = "--header-timeout-s" if phase == HEADERS else "--body-timeout-s"
-                self.transport.write(_raw_response("408 Request Timeout", f"the request's {phase} did not arrive "
-                                                                          f"within {seconds:g} s ({option})"))
-            self.transport.close()  # a running request sees its client gone
+        self._phase = phase
+        if phase is not NONE and not self.transport.is_closing():  # type: ignore[attr-defined]
+            seconds = self.guard.header_timeout_s if phase == HEADERS else self.guard.body_timeout_s
+            self._timer = self.loop.call_later(seconds, self._expired, phase, seconds)  # type: ignore[attr-defined]
 
-    Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
-    return Guarded
+    def _expired(self, phase: str, seconds: float) -> None:
+        self._timer = None
+        transport, cycle = self.transport, self.cycle  # type: ignore[attr-defined]
+        if transport.is_closing():
+            return
+        self.guard.count("timeout")
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            option = "--header-timeout-s" if phase == HEADERS else "--body-timeout-s"
+            transport.write(_raw_response("408 Request Timeout", f"the request's {phase} did not arrive "
+                                                                 f"within {seconds:g} s ({option})"))
+        transport.close()  # a running request sees its client gone

@@ -43,10 +43,12 @@ def run(specs: Sequence[str], options: HttpOptions = HttpOptions(), on_ready: Ca
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    from readout_sdk.serving.http.connections import guarded
+    from readout_sdk.serving.http.connections import Guard, guarded
 
     app = build(specs, options, **load_kwargs)
-    protocol = guarded(AutoHTTPProtocol, options.header_timeout_s, options.body_timeout_s, options.max_connections)
+    errors = app.state.server.metrics.errors  # a timed-out request or a refused connection counts by kind
+    protocol = guarded(AutoHTTPProtocol, Guard(options.header_timeout_s, options.body_timeout_s, options.max_connections,
+                                               lambda kind: errors.labels(kind).inc()))
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level=log_level, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=options.drain_timeout_s, http=protocol,
                             limit_concurrency=None, server_header=False)
