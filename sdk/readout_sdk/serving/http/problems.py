@@ -16,6 +16,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "not_supported": (422, "Validation"),    # the model's family has no such call
     "validation": (422, "Validation"),       # a value the SDK refuses (empty text, unknown role, ...)
     "too_large": (413, "Validation"),        # a per-request limit or the body size
+    "media_type": (415, "Validation"),       # a body that is not declared application/json
     "overloaded": (429, "Overloaded"),       # the queue is full: retry after Retry-After seconds
     "unavailable": (503, "Unhealthy"),       # draining before exit
     "internal": (500, "Backend"),            # a fault of the server or runtime, not of the request
