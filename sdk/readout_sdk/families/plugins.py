@@ -30,6 +30,7 @@ from readout_sdk import input_kinds
 from readout_sdk.errors import AbiError, first_line
 from readout_sdk.families.base import Family
 from readout_sdk.families.contract import CONTRACT, PluginInfo
+from readout_sdk.families.parts import GENERIC_ROUTES
 
 GROUP = "readout.families"     # the entry point group plugins register their families in
 
@@ -99,6 +100,8 @@ def load(name: str, builtin: frozenset[str] = frozenset()) -> Any:
         raise PluginRefused(f"{who}: input kind {family.input_kind!r} is not registered (known: "
                             f"{', '.join(input_kinds.KINDS)}); a plugin's own kind is added with "
                             "readout_sdk.input_kinds.register before its family loads")
+    if not family.http_routes:  # a Family written directly that emptied its routes: POST / needs a first route
+        family.http_routes = GENERIC_ROUTES  # served by the generic typed route, like a family naming none
     family.plugin = PluginInfo(name, package, version, family.contract)
     return family
 
