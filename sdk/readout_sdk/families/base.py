@@ -27,7 +27,7 @@ from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused, WrongCall
 from readout_sdk import input_kinds
 from readout_sdk.families.contract import CONTRACT, PluginInfo
-from readout_sdk.families.parts import GENERIC_ROUTES, ExporterHooks
+from readout_sdk.families.parts import GENERIC_ROUTES, ExporterHooks, PartRefused
 from readout_sdk.input_kinds import InputKind
 from readout_sdk.input_kinds.base import check_pair, row_field  # noqa: F401 (shared with the family modules)
 from readout_sdk.input_kinds.text import KIND as TEXT
@@ -203,7 +203,10 @@ class Family:
     def head_for(self, plan: Any) -> Head:
         """What the exporter loads for a resolved build plan: :attr:`head`, unless a variant of the family loads
         another (a yes/no reranker's causal LM, `readout_sdk.families.cross_encoder`)."""
-        return self.head
+        head = getattr(self, "head", None)
+        if head is None:  # a family composed without ExporterHooks (or without its head) runs, but is not built
+            raise PartRefused(f"family {self.name} gives no ExporterHooks.head: it cannot be exported")
+        return head
 
     def declared_dims(self, plan: Any) -> dict[str, int]:
         """The sizes of the outputs' constant axes that a plugin head fixes (``{"dim": d}``), read from its
