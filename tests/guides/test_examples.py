@@ -182,3 +182,23 @@ def test_apps_take_all_of_an_input_or_none_and_name_the_app_an_artifact_needs(sh
     assert "--top-k applies to single-label" in _fails("classify.py", str(shared("regression")[1]), "x", "--top-k", "2")
     top = run_app("classify.py", Path(cls), "--top-k", "2", "a bright day")
     assert top.count("[") == 1 and top.split("[")[1].count(" 0.") + top.split("[")[1].count(" 1.") == 2
+
+
+def test_regression_app_prints_each_named_value_of_the_typed_result(shared):
+    """classify.py on a regression artifact prints ``name value`` per output, the values readout_sdk returns
+    for the same text (the SDK called directly is the oracle), never the raw ``{'valence': ...}`` dict."""
+    import readout_sdk
+
+    art = shared("regression")[1]
+    texts = ["I am thrilled.", "This is awful."]
+    out = run_app("classify.py", art, *texts).splitlines()
+    with readout_sdk.load(str(art)) as engine:
+        expected = engine.classify(texts)
+    assert len(out) == len(texts)
+    for line, text, result in zip(out, texts, expected):
+        assert isinstance(result, readout_sdk.Regression) and list(result.values) == ["valence", "arousal"]
+        assert line.endswith(f"  {text}") and "{" not in line and "'" not in line, line
+        shown = dict(part.rsplit(" ", 1) for part in line[:-len(text)].strip().split(", "))
+        assert list(shown) == list(result.values)
+        for name, value in result.values.items():
+            assert abs(float(shown[name]) - value) <= 5e-4, (name, shown[name], value)
