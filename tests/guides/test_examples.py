@@ -202,3 +202,34 @@ def test_regression_app_prints_each_named_value_of_the_typed_result(shared):
         assert list(shown) == list(result.values)
         for name, value in result.values.items():
             assert abs(float(shown[name]) - value) <= 5e-4, (name, shown[name], value)
+
+
+@pytest.mark.heavy
+def test_the_plugin_example_runs_as_its_readme_says(tmp_path):
+    """examples/plugins/README.md's block, as written, from the root of a copy of the example: its first line
+    (pip install of the plugin) done as tests/families/test_plugins.py does it (pip, into a folder on
+    PYTHONPATH: the shared environment never changes), the rest run by bash. REAL MiniLM backbone, seeded head.
+    Oracles: the commands' exit status, and the artifact's readout.json (family, plugin, lifecycle)."""
+    import os
+    import shutil
+
+    from helpers.docblocks import blocks
+    from helpers.plugins import GEOMETRY, pip_install
+
+    readme = GEOMETRY.parent / "README.md"
+    [block] = [b for b in blocks(readme) if b.language == "bash"]
+    install, *steps = block.code.strip().splitlines()
+    assert install == "pip install ./examples/plugins/readout-geometry"
+    root = tmp_path / "clone"
+    shutil.copytree(GEOMETRY, root / "examples" / "plugins" / GEOMETRY.name,
+                    ignore=shutil.ignore_patterns("models", "dist", "build", "*.egg-info", "__pycache__"))
+    site = pip_install(GEOMETRY, tmp_path / "site")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p),
+               PATH=os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])))
+    done = subprocess.run(["bash", "-e", "-c", "\n".join(steps)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    artifact = root / "examples" / "plugins" / GEOMETRY.name / "dist" / "geometry"
+    record = json.loads((artifact / "readout.json").read_text())
+    assert record["abi"]["family"] == "geometry" and record["abi"]["plugin"]["package"] == "readout-geometry"
+    assert record["lifecycle"]["state"] == "RECONCILED"  # parity passed for this very release
