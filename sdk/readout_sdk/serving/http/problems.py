@@ -48,10 +48,13 @@ def from_sdk(error: Exception, where: str) -> Problem:
 
 
 def body(problem: Problem, openai: bool) -> dict[str, Any]:
-    """The error body a client of that dialect parses."""
-    if openai:
+    """The error body a client of that dialect parses. On OpenAI's routes both OpenAI's ``{"error": {...}}``
+    and text-embeddings-inference's ``{"message", "code" (the status), "error_type"}`` (its
+    ``OpenAICompatErrorResponse``): each dialect's clients read their own keys."""
+    if openai:  # OpenAI's nested error (what its clients read), and beside it TEI's flat OpenAI-route error
         return {"error": {"message": problem.message, "type": _openai_type(problem), "param": problem.param,
-                          "code": problem.kind}}
+                          "code": problem.kind},
+                "message": problem.message, "code": problem.status, "error_type": KINDS[problem.kind][1]}
     return {"error": problem.message, "error_type": KINDS[problem.kind][1]}
 
 
