@@ -13,11 +13,11 @@ TEI client pointed at http://host/models/NAME reaches it. Budget: a few examples
 by default (CI-sized), many more under ``-m fuzz``."""
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("schemathesis")
@@ -113,34 +113,71 @@ def body_schema(path: str, method: str) -> dict:
     return {"allOf": [_json_schema(schema)], "components": _json_schema(doc["components"])}
 
 
-@pytest.fixture(scope="module")
-def app(shared):
+def make_app(models, **options):
     from readout_sdk.serving.http.app import create_app
+    from readout_sdk.serving.http.options import HttpOptions
+
+    return create_app(list(models.values()), HttpOptions(**options))
+
+
+@pytest.fixture(scope="module")
+def running(shared):
+    """The models, and one in-process client for the whole module: one event loop, as a server has (each
+    model's batcher runs on the loop that first used it); the app's lifespan closes the models at the end."""
+    from starlette.testclient import TestClient
+
     from readout_sdk.serving.http.options import HttpOptions
     from readout_sdk.serving.http.served import load_served
 
-    options = HttpOptions()
-    models = load_served([f"{name}={shared(key)[1]}" for name, key in SERVED.items()], options)
-    application = create_app(models, options)
-
-    async def without_lifespan(scope, receive, send):  # the models are this fixture's to close
-        if scope["type"] == "lifespan":
-            raise RuntimeError("no lifespan: the test fixture owns the models")
-        await application(scope, receive, send)
-
-    yield without_lifespan
-    asyncio.run(_close(models))
-
-
-async def _close(models) -> None:
-    await asyncio.gather(*(m.close() for m in models))
+    models = {m.name: m for m in load_served([f"{name}={shared(key)[1]}" for name, key in SERVED.items()],
+                                             HttpOptions())}
+    with TestClient(make_app(models)) as c:
+        yield c, models
 
 
 @pytest.fixture(scope="module")
-def tei_schema(app):
-    schema = schemathesis.openapi.from_dict(json.loads(TEI_DOC.read_text()))
-    schema.app = app
-    return schema
+def client(running):
+    return running[0]
+
+
+@pytest.fixture(scope="module")
+def models(running):
+    return running[1]
+
+
+def without_lifespan(application):
+    """``application`` with a lifespan that does nothing: a second app over `running`'s models leaves them open."""
+
+    async def asgi(scope, receive, send):
+        if scope["type"] != "lifespan":
+            return await application(scope, receive, send)
+        while True:
+            message = await receive()
+            await send({"type": f"{message['type']}.complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
+
+    return asgi
+
+
+@pytest.fixture(scope="module")
+def tei_schema():
+    return schemathesis.openapi.from_dict(json.loads(TEI_DOC.read_text()))
+
+
+def send(client, case, base: str):
+    """``case`` sent through ``client`` (the module's one event loop) as schemathesis would send it."""
+    kw = case.as_transport_kwargs(base_url=base)
+    headers = dict(kw.get("headers") or {})
+    if "json" in kw:
+        headers.setdefault("Content-Type", "application/json")
+        body = {"content": json.dumps(kw["json"]).encode()}
+    elif isinstance(kw.get("data"), (bytes, str)):
+        body = {"content": kw["data"]}
+    else:
+        body = {"data": kw["data"]} if kw.get("data") is not None else {}
+    response = client.request(kw["method"], kw["url"], headers=headers, params=kw.get("params") or None, **body)
+    return response, kw
 
 
 def served_paths(app_routes) -> set[str]:
@@ -155,23 +192,14 @@ def tei_operations() -> list[str]:
     return [f"{m.upper()} {p}" for p, ops in doc["paths"].items() for m in ops]
 
 
-def test_every_tei_operation_is_served_or_documented_as_not_served(app, shared):
-    from readout_sdk.serving.http.app import create_app
-    from readout_sdk.serving.http.options import HttpOptions
-    from readout_sdk.serving.http.served import load_served
-
-    options = HttpOptions()
-    models = load_served([f"minilm={shared('embedding')[1]}"], options)
-    try:
-        served = served_paths(create_app(models, options).routes)
-    finally:
-        asyncio.run(_close(models))
+def test_every_tei_operation_is_served_or_documented_as_not_served(models):
+    served = served_paths(make_app(models).routes)
     missing = {op for op in tei_operations() if op not in served}
     documented = {op for op, check, _ in differences() if check == "not served"}
     assert missing == documented, f"not served: {sorted(missing)}; the table says: {sorted(documented)}"
 
 
-def _run(schema, operation: str, mode: GenerationMode, examples: int) -> None:
+def _run(client, schema, operation: str, mode: GenerationMode, examples: int) -> None:
     method, path = operation.split(" ", 1)
     op = schema[path][method]
     checks = [_narrowed(c, operation, body_schema(path, method)) for name, c in CHECKS.items()
@@ -184,7 +212,8 @@ def _run(schema, operation: str, mode: GenerationMode, examples: int) -> None:
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     def run(case):
-        case.call_and_validate(base_url=base, checks=checks)
+        response, sent = send(client, case, base)
+        case.validate_response(response, checks=checks, transport_kwargs=sent)
 
     run()
 
@@ -209,11 +238,144 @@ IDS = [f"{op}-{mode}" for op, mode in CASES]
 
 
 @pytest.mark.parametrize("operation,mode", CASES, ids=IDS)
-def test_tei_document_conformance(tei_schema, operation, mode):
-    _run(tei_schema, operation, mode, DEFAULT_EXAMPLES)
+def test_tei_document_conformance(client, tei_schema, operation, mode):
+    _run(client, tei_schema, operation, mode, DEFAULT_EXAMPLES)
 
 
 @pytest.mark.fuzz
 @pytest.mark.parametrize("operation,mode", CASES, ids=IDS)
-def test_tei_document_conformance_fuzz(tei_schema, operation, mode):
-    _run(tei_schema, operation, mode, FUZZ_EXAMPLES)
+def test_tei_document_conformance_fuzz(client, tei_schema, operation, mode):
+    _run(client, tei_schema, operation, mode, FUZZ_EXAMPLES)
+
+
+# ---- the routes TEI has that the fuzz run alone would not prove -----------------------------------------
+TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def oracle_tokenizer(shared):
+    """The model's own tokenizer.json, loaded with `tokenizers` directly (not the artifact's copy)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(shared("embedding")[0]) / "tokenizer.json"))
+    tok.no_padding()  # the file pads to 128: ids as a client sends them carry no padding
+    return tok
+
+
+def tei_validator(name: str):
+    """A validator for TEI's component schema ``name`` (its OpenAPI 3.0 nullable read as JSON Schema)."""
+    import jsonschema
+
+    doc = json.loads(TEI_DOC.read_text())
+    return jsonschema.Draft4Validator({"allOf": [{"$ref": f"#/components/schemas/{name}"}],
+                                      "components": _json_schema(doc["components"])})
+
+
+def test_decode_is_the_tokenizers_decode(client, shared):
+    tok = oracle_tokenizer(shared)
+    ids = tok.encode(TEXT).ids  # with [CLS] ... [SEP]
+    one = client.post("/decode", json={"ids": ids})
+    assert one.status_code == 200 and one.json() == [tok.decode(ids, skip_special_tokens=True)]
+    tei_validator("DecodeResponse").validate(one.json())
+    both = client.post("/decode", json={"ids": [ids, ids[:3]], "skip_special_tokens": False}).json()
+    assert both == [tok.decode(ids, skip_special_tokens=False), tok.decode(ids[:3], skip_special_tokens=False)]
+    assert both[0].startswith("[CLS]")
+    bad = client.post("/decode", json={"ids": [[5], [7, 10 ** 9]]})
+    assert bad.status_code == 422 and bad.json()["error_type"] == "Tokenizer" and "$.ids[1][1]" in bad.json()["error"]
+    assert client.post("/decode", json={"ids": ["a"]}).status_code == 400
+
+
+def test_token_id_inputs_embed_as_their_text(client, models, shared):
+    tok = oracle_tokenizer(shared)
+    engine = models["minilm"].engine
+    want = engine.embed([TEXT, "a cat"]).vectors
+    full, content = tok.encode(TEXT).ids, tok.encode("a cat", add_special_tokens=False).ids
+    for body in ({"inputs": [full, content]}, {"inputs": [full, "a cat"]}, {"inputs": [TEXT, content]}):
+        got = client.post("/embed", json=body)
+        assert got.status_code == 200, got.text
+        np.testing.assert_allclose(got.json(), want, atol=1e-6)
+    single = client.post("/embed", json={"inputs": full}).json()  # one array: one input
+    np.testing.assert_allclose(single, want[:1], atol=1e-6)
+    sparse = client.post("/models/splade/embed_sparse", json={"inputs": [tok.encode(TEXT).ids]})
+    assert sparse.json() == client.post("/models/splade/embed_sparse", json={"inputs": [TEXT]}).json()
+    # ids that are not how the tokenizer spells their text, and ids outside the vocabulary: 422 Tokenizer
+    piece = tok.token_to_id("##ing")
+    for ids, where in (([piece], "$.inputs"), ([[7592], [7592, 10 ** 9]], "$.inputs[1]")):
+        r = client.post("/embed", json={"inputs": ids})
+        assert r.status_code == 422 and r.json()["error_type"] == "Tokenizer" and where in r.json()["error"], r.text
+
+
+def test_tei_statuses_empty_400(client):
+    for path in ("/embed", "/models/splade/embed_sparse", "/tokenize"):
+        r = client.post(path, json={"inputs": []})
+        assert (r.status_code, r.json()["error_type"]) == (400, "Empty"), r.text
+        tei_validator("ErrorResponse").validate(r.json())
+
+
+def test_embeddings_alias_is_openais_route(client, models):
+    import openai
+
+    oai = openai.OpenAI(base_url="http://testserver", api_key="none", http_client=client, max_retries=0)
+    got = oai.embeddings.create(model="minilm", input=[TEXT, "a cat"])  # POST /embeddings
+    np.testing.assert_allclose([d.embedding for d in got.data], models["minilm"].engine.embed([TEXT, "a cat"]).vectors,
+                               atol=1e-6)
+    with pytest.raises(openai.NotFoundError):
+        oai.embeddings.create(model="nope", input="a")
+
+
+def test_ping_and_get_root_are_health_without_a_key(models):
+    from starlette.testclient import TestClient
+
+    with TestClient(without_lifespan(make_app(models, api_key="k"))) as keyed:  # no model call: no loop shared
+        for path in ("/ping", "/", "/health", "/openapi.json", "/docs"):
+            assert keyed.get(path).status_code == 200, path
+        assert keyed.post("/embed", json={"inputs": "a"}).status_code == 401
+        doc = keyed.get("/openapi.json").json()
+        assert doc["security"] == [{"bearer": []}] and doc["paths"]["/ping"]["get"]["security"] == []
+
+
+@pytest.mark.parametrize("name,model_type", [("minilm", "embedding"), ("cross", "reranker"),
+                                             ("sentiment", "classifier")])
+def test_info_is_teis_info(client, models, name, model_type):
+    info = client.get(f"/models/{name}/info").json()
+    tei_validator("Info").validate(info)
+    assert info["served_model_name"] == name and list(info["model_type"]) == [model_type]
+    policy = models[name].engine.abi["input"]["long_inputs"]["policy"]
+    assert info["auto_truncate"] is (policy == "truncate")
+
+
+# ---- this server's own document -----------------------------------------------------------------------
+def test_openapi_json_is_valid_openapi_3_and_lists_every_route(client, models):
+    import jsonschema
+    from schemathesis.specs.openapi.definitions import OPENAPI_30
+
+    doc = client.get("/openapi.json").json()
+    jsonschema.Draft4Validator(OPENAPI_30).validate(doc)  # the OpenAPI 3.0 meta-schema (OAI's, as schemathesis ships it)
+    assert doc["openapi"].startswith("3.0")
+    schemathesis.openapi.from_dict(doc)  # and a consumer loads it
+    from readout_sdk.serving.http.openapi import walk
+
+    served = {(p, m) for p, m, _ in walk(make_app(models).routes)}
+    listed = {(p, m.upper()) for p, ops in doc["paths"].items() for m in ops}
+    assert served == listed
+    assert {"/decode", "/embeddings", "/ping", "/", "/openapi.json", "/docs", "/models/{model}/decode"} <= set(doc["paths"])
+    page = client.get("/docs")
+    assert page.headers["content-type"].startswith("text/html") and "openapi.json" in page.text
+
+
+@pytest.mark.parametrize("operation", ["POST /embed", "POST /decode", "POST /tokenize", "GET /info",
+                                       "POST /v1/embeddings"])
+def test_our_document_describes_our_answers(client, operation):
+    """Our own document fuzzed against ourselves: what it declares each route answers is what it answers."""
+    schema = schemathesis.openapi.from_dict(client.get("/openapi.json").json())
+    method, path = operation.split(" ", 1)
+    op = schema[path][method]
+    checks = [CHECKS[n] for n in ("not_a_server_error", "status_code_conformance", "response_schema_conformance")]
+
+    @given(case=op.as_strategy())
+    @settings(max_examples=DEFAULT_EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    def run(case):
+        response, sent = send(client, case, "http://testserver")
+        case.validate_response(response, checks=checks, transport_kwargs=sent)
+
+    run()

@@ -46,7 +46,8 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
                                                 "properties": {"object": STR, "index": {"type": "integer"},
                                                                "embedding": {"oneOf": [VECTOR, STR]}}}},
             "usage": {"type": "object", "properties": {"prompt_tokens": {"type": "integer"},
-                                                       "total_tokens": {"type": "integer"}}}}}),
+                                                       "total_tokens": {"type": "integer"}}}}},
+        errors=(400, 404, 413, 422, 424, 429)),
     ("GET", "/v1/models"): RouteDoc("Every served model, with family, target, release id, roles and widths", None,
                                     {"type": "object", "required": ["object", "data"], "properties": {
                                         "object": STR, "data": {"type": "array", "items": {"type": "object"}}}},

@@ -7,10 +7,11 @@ the route list, `openapi`) and ``GET /docs`` (Swagger UI over it).
 Each route's schemas are declared here beside its handler (:data:`DOCS`), where the generator reads them."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http import openai_routes, tei_routes
+from readout_sdk.serving.http import openai_routes, route_docs, tei_routes
 from readout_sdk.serving.http.context import Answer, Server
 from readout_sdk.serving.http.openapi import IDS, RouteDoc, docs_page, serve_document
 from readout_sdk.serving.http.problems import Problem
@@ -48,6 +49,8 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
             "ids": {"oneOf": [IDS, {"type": "array", "items": IDS}]},
             "skip_special_tokens": {"type": "boolean", "default": True}}},
         _TEXTS, errors=(400, 413, 422)),
+    ("POST", "/embeddings"): replace(route_docs.DOCS[("POST", "/v1/embeddings")],
+                                     summary="OpenAI's embeddings at TEI's alias (the same handler as /v1/embeddings)"),
     ("GET", "/ping"): RouteDoc("Health (TEI's SageMaker alias of /health)", None, _HEALTH, errors=(503,), public=True),
     ("GET", "/"): RouteDoc("Health (TEI's Inference API alias of /health)", None, _HEALTH,
                            errors=(503,), public=True),
