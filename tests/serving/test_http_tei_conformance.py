@@ -53,6 +53,8 @@ def differences() -> list[tuple[str, str, str]]:
     out = []
     for row in (line for line in section.splitlines() if line.startswith("| `")):
         cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[1] == "—":  # a difference the document's checks do not see: excuses nothing
+            continue
         check = re.fullmatch(r"`([^`]+)`(?: \(([^)]+)\))?", cells[1])
         assert check, f"unreadable check cell {cells[1]!r} in {row!r}"
         for op in re.findall(r"`([^`]+)`", cells[0]):
