@@ -1,7 +1,8 @@
 """serve-http measured against text-embeddings-inference's own published OpenAPI document (TEI 1.9.3,
 tests/data/tei/openapi.json, vendored unchanged): schemathesis generates requests from TEI's request
 schemas (valid ones, and invalid ones) for every TEI operation this server serves, sends them to the
-application in-process (its ASGI app, no server process), and checks each answer as TEI documents it:
+application in-process (Starlette's TestClient: no server process, one event loop), and checks each answer
+as TEI documents it:
 no 5xx, a documented status, the documented content type, a body valid against TEI's response schema,
 and invalid requests refused. The only exclusions are the rows of the table "Differences from
 text-embeddings-inference" in docs/serving.md, which this test reads: one source for both.
@@ -26,6 +27,7 @@ pytest.importorskip("starlette")
 import schemathesis  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import checks as st_checks  # noqa: E402
+from schemathesis.core.failures import FailureGroup  # noqa: E402
 from schemathesis.generation.modes import GenerationMode  # noqa: E402
 from schemathesis.specs.openapi import checks as oa_checks  # noqa: E402
 
@@ -248,6 +250,36 @@ def test_tei_document_conformance(client, tei_schema, operation, mode):
 @pytest.mark.parametrize("operation,mode", CASES, ids=IDS)
 def test_tei_document_conformance_fuzz(client, tei_schema, operation, mode):
     _run(client, tei_schema, operation, mode, FUZZ_EXAMPLES)
+
+
+def test_the_table_names_real_checks_and_operations():
+    """A misspelt row would excuse nothing and say it excuses something: every row names a check that runs and
+    an operation of TEI's document."""
+    operations = set(tei_operations())
+    for op, check, _ in differences():
+        assert check in set(CHECKS) | {"*", "not served"}, check
+        assert op == "*" or op in operations, op
+
+
+def test_the_conformance_run_catches_a_wrong_answer():
+    """The same run against a stand-in that answers /info without TEI's required fields, and /embed with 500."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def info(request):
+        return JSONResponse({"model_id": "x"})
+
+    async def embed(request):
+        return JSONResponse({"error": "boom", "error_type": "Backend"}, 500)
+
+    stand_in = Starlette(routes=[Route("/info", info), Route("/embed", embed, methods=["POST"])])
+    schema = schemathesis.openapi.from_dict(json.loads(TEI_DOC.read_text()))
+    with TestClient(stand_in) as c:
+        for operation in ("GET /info", "POST /embed"):
+            with pytest.raises(FailureGroup, match="violates schema|Server error"):
+                _run(c, schema, operation, GenerationMode.POSITIVE, 3)
 
 
 # ---- the routes TEI has that the fuzz run alone would not prove -----------------------------------------
