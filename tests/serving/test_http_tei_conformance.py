@@ -43,7 +43,7 @@ CHECKS = {c.__name__: c for c in (st_checks.not_a_server_error, oa_checks.status
                                   oa_checks.negative_data_rejection)}
 # Not run: positive_data_acceptance. TEI's document is looser than any TEI server: an empty string or
 # an id array of arbitrary int32 values is schema-valid, and TEI itself answers them 4xx.
-DEFAULT_EXAMPLES, FUZZ_EXAMPLES = 12, 150
+DEFAULT_EXAMPLES, FUZZ_EXAMPLES = 25, 500
 
 
 def differences() -> list[tuple[str, str, str]]:
