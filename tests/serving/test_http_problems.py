@@ -12,9 +12,10 @@ from readout_sdk.serving.http.problems import KINDS, Problem, body, from_sdk
 TEI_DOC = Path(__file__).resolve().parents[1] / "data" / "tei" / "openapi.json"
 # TEI 1.9.3, router/src/http/server.rs: the status of each ErrorType
 TEI_STATUS = {"Unhealthy": 503, "Backend": 424, "Overloaded": 429, "Tokenizer": 422, "Validation": 422, "Empty": 400}
-# ours beyond TEI's: 401 (TEI answers it with no body), 404 (an unknown model or route), 413 (a limit), 500 (a
+# ours beyond TEI's: 401 (TEI answers it with no body), 404 (an unknown model or route), 413 (a limit), 400 for a
+# body of the wrong shape, 415 for one not declared JSON (TEI's JSON extractor answers both in plain text), 500 (a
 # fault of this server): docs/serving.md, "Differences from text-embeddings-inference"
-OURS = {"unauthorized", "not_found", "too_large", "malformed", "internal"}
+OURS = {"unauthorized", "not_found", "too_large", "malformed", "media_type", "internal"}
 
 
 def test_error_types_and_statuses_are_teis():
