@@ -52,7 +52,12 @@ def walk(routes: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
             continue
         for method in sorted(getattr(r, "methods", None) or ()):
             if method != "HEAD":  # Starlette adds HEAD beside GET
-                yield (prefix + r.path) or "/", method, r.path
+                yield _template((prefix + r.path) or "/"), method, _template(r.path)
+
+
+def _template(path: str) -> str:
+    """Starlette's ``{name:converter}`` as OpenAPI's ``{name}``."""
+    return re.sub(r"{(\w+):\w+}", r"{\1}", path)
 
 
 def document(routes: Any, docs: Mapping[tuple[str, str], RouteDoc], *, title: str, version: str,
