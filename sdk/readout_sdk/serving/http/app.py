@@ -137,7 +137,7 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
     except ImportError:
         from readout_sdk.serving.http.options import HTTP_EXTRA
         raise MissingExtra(f"the HTTP server needs Starlette and uvicorn: {HTTP_EXTRA}") from None
-    from readout_sdk.serving.http import openai_routes, tei_routes, typed_routes
+    from readout_sdk.serving.http import openai_routes, tei_more_routes, tei_routes, typed_routes
 
     metrics = metrics or next((m.metrics for m in models if m.metrics is not None), None) or Metrics()
     server = Server(models, options, metrics)
@@ -160,10 +160,11 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
         route("/v1/models/{model:path}", "/v1/models/{model}", openai_routes.model, "GET", openai=True),
         route("/health", "/health", tei_routes.health, "GET", public=True),
         route("/metrics", "/metrics", tei_routes.metrics, "GET"),
-        *[route(p, p, h, m) for p, m, h in model_routes],
+        *[route(p, p, h, m) for p, m, h in model_routes + tei_more_routes.MODEL_ROUTES],
+        *tei_more_routes.routes(route),  # TEI's aliases (/embeddings, /ping, GET /), /openapi.json, /docs
         # the same routes for any served model by name: a text-embeddings-inference client pointed at
         # http://host:port/models/NAME speaks to that model
-        Mount("/models/{model}", routes=[route(p, p, h, m) for p, m, h in model_routes]),
+        Mount("/models/{model}", routes=[route(p, p, h, m) for p, m, h in model_routes + tei_more_routes.MODEL_ROUTES]),
         # POST /models/NAME (no trailing slash) is that model's POST /, never a redirect answered before the key
         route("/models/{model}", "/", hf_inference),
     ]

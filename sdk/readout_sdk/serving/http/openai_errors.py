@@ -27,4 +27,5 @@ def openai_body(problem: Problem) -> dict[str, Any]:
     """``{"error": {"message", "type", "param", "code"}}`` with the code OpenAI's clients key on."""
     doc = body(problem, openai=True)
     doc["error"]["code"] = CODES.get(problem.kind, problem.kind)
+    doc["code"] = openai_status(problem)  # text-embeddings-inference's flat code is the status sent
     return doc

@@ -23,6 +23,7 @@ from readout_sdk.results import Embeddings
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.context import Answer, Server, role, run, run_texts, serves
 from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.tei_ids import ids_as_text
 
 VERSION = "readout-abi/1"
 
@@ -34,7 +35,7 @@ async def embed(request: Any, server: Server) -> Answer:
 async def embed_doc(request: Any, server: Server, doc: dict[str, Any]) -> Answer:
     """``/embed`` of a read body (``POST /`` reads it first to tell feature extraction from similarity)."""
     served = serves(server.routed(request), "/embed")
-    texts, _ = B.texts(doc, "inputs")
+    texts, _ = B.texts(doc, "inputs", ids_as_text(served))  # TEI's Input: texts or token-id arrays
     normalize = B.boolean(doc, "normalize", None)
     if normalize is not None and normalize != served.normalized:
         raise Problem("validation", f"$.normalize: model {served.name!r} makes {'' if served.normalized else 'un'}"
@@ -204,7 +205,9 @@ async def tokenize(request: Any, server: Server) -> Answer:
 
 
 async def info(request: Any, server: Server) -> Answer:
-    """text-embeddings-inference's /info, plus what this artifact is: family, target, roles, release id."""
+    """text-embeddings-inference's /info (every field its ``Info`` schema requires: ``served_model_name`` is the
+    name this server serves it under, ``auto_truncate`` whether the record cuts long inputs rather than
+    refusing them), plus what this artifact is: family, target, roles, release id."""
     served = server.routed(request)
     abi = served.engine.abi
     routes = served.family.http_routes
@@ -221,7 +224,9 @@ async def info(request: Any, server: Server) -> Answer:
     else:
         model_type = {served.family.name: {}}
     b, lim = server.options.batching, server.options.limits
-    return Answer({"model_id": served.name, "model_sha": served.release_id, "model_dtype": served.engine.precision,
+    auto_truncate = (abi["input"].get("long_inputs") or {}).get("policy") == "truncate"
+    return Answer({"model_id": served.name, "served_model_name": served.name, "auto_truncate": auto_truncate,
+                   "model_sha": served.release_id, "model_dtype": served.engine.precision,
                    "model_type": model_type, "max_concurrent_requests": b.max_queue_items,
                    "max_input_length": abi["input"]["max_length"], "max_batch_tokens": b.max_batch_tokens,
                    "max_batch_requests": b.max_batch_items, "max_client_batch_size": lim.max_items,
