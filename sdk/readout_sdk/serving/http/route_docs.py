@@ -20,6 +20,7 @@ INPUT = {"oneOf": [STR, IDS, {"type": "array", "items": {"oneOf": [STR, IDS]}}],
 PREDICTION = {"type": "object", "required": ["label", "score"], "properties": {"label": STR, "score": NUM}}
 TYPED_ANSWER = {"type": "object", "required": ["model", "release_id", "results"], "properties": {
     "model": STR, "release_id": STR, "results": {"type": "array", "items": {"type": "object"}}}}
+EMBEDDING = "embedding"  # wire name, not a family
 OBJECTS = {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}
 
 
@@ -42,9 +43,9 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
             "encoding_format": {"type": "string", "enum": ["float", "base64"]}, "user": STR, "role": ROLE}},
         {"type": "object", "required": ["object", "data", "model", "usage"], "properties": {
             "object": STR, "model": STR, "release_id": STR,
-            "data": {"type": "array", "items": {"type": "object", "required": ["object", "index", "embedding"],
+            "data": {"type": "array", "items": {"type": "object", "required": ["object", "index", EMBEDDING],
                                                 "properties": {"object": STR, "index": {"type": "integer"},
-                                                               "embedding": {"oneOf": [VECTOR, STR]}}}},
+                                                               EMBEDDING: {"oneOf": [VECTOR, STR]}}}},
             "usage": {"type": "object", "properties": {"prompt_tokens": {"type": "integer"},
                                                        "total_tokens": {"type": "integer"}}}}},
         errors=(400, 404, 413, 422, 424, 429)),
@@ -52,6 +53,9 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
                                     {"type": "object", "required": ["object", "data"], "properties": {
                                         "object": STR, "data": {"type": "array", "items": {"type": "object"}}}},
                                     errors=()),
+    ("GET", "/v1/models/{model}"): RouteDoc("One served model (the openai client's models.retrieve)", None,
+                                            {"type": "object", "required": ["id", "object"],
+                                             "properties": {"id": STR, "object": STR}}, errors=()),
     ("GET", "/health"): RouteDoc("200 when serving, 503 while draining", None, {"type": "object"}, errors=(503,),
                                  public=True),
     ("GET", "/metrics"): RouteDoc("Prometheus metrics", None, STR, media="text/plain", errors=()),
@@ -103,6 +107,15 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
         "The Hugging Face Inference API's shape ({inputs, parameters}), answered by the model's first route",
         {"type": "object", "required": ["inputs"], "properties": {"inputs": {}, "parameters": {"type": "object"}}},
         {}),
+    ("POST", "/similarity"): RouteDoc(
+        "Sentence similarity: the record's score of a source sentence against each sentence",
+        {"type": "object", "required": ["inputs"], "properties": {
+            "inputs": {"type": "object", "required": ["source_sentence", "sentences"],
+                       "properties": {"source_sentence": STR, "sentences": TEXTS}},
+            "parameters": {"type": "object", "nullable": True, "properties": {
+                "prompt_name": ROLE, "truncate": TRUNCATE,
+                "truncation_direction": {"type": "string", "enum": ["Left", "Right", "left", "right"]}}}}},
+        {"type": "array", "items": NUM}),
     ("POST", "/entities"): _typed("Token classification: the entities of each text", INPUT),
     ("POST", "/token_vectors"): _typed("Late interaction: each kept row's vector and token", INPUT),
     ("POST", "/answers"): _typed("Extractive QA: {question, context} objects", OBJECTS),
@@ -110,3 +123,5 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/records"): _typed("Any family's serving records (plugin families)",
                                  {"oneOf": [STR, {"type": "object"}, {"type": "array", "items": {}}]}),
 }
+# POST /models/NAME (no trailing slash): that model's POST /
+DOCS[("POST", "/models/{model}")] = DOCS[("POST", "/")]
