@@ -40,7 +40,8 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
         {"type": "object", "required": ["input"], "properties": {
             "input": {"oneOf": [STR, TEXTS, IDS, {"type": "array", "items": IDS}]},
             "model": {"type": "string", "nullable": True}, "dimensions": {"type": "integer", "nullable": True},
-            "encoding_format": {"type": "string", "enum": ["float", "base64"]}, "user": STR, "role": ROLE}},
+            "encoding_format": {"type": "string", "enum": ["float", "base64"]}, "user": STR, "role": ROLE,
+            "own_token_ids": {"type": "boolean", "description": "token arrays are this model's own ids (else refused)"}}},
         {"type": "object", "required": ["object", "data", "model", "usage"], "properties": {
             "object": STR, "model": STR, "release_id": STR,
             "data": {"type": "array", "items": {"type": "object", "required": ["object", "index", EMBEDDING],
