@@ -155,3 +155,26 @@ def test_a_clear_decision_flipped_fails_at_any_precision_a_near_tie_only_counts_
     assert fam.agreement(ctx, only_near, ref)["clear_argmax_agreement"] == 1.0
     # a reference that decided nothing clearly measures nothing (never a pass on nothing)
     assert "clear_argmax_agreement" not in fam.agreement(ctx, [decided(0.48)], [decided(0.52)])
+
+
+def test_a_decision_that_abstains_only_just_is_not_a_clear_one():
+    """Review finding: with an abstention rule (min_score 0.7), a reference that abstains at 0.68 with a lead of
+    0.4 and a candidate that decides at 0.71 differ by quantization noise around the threshold, not a clear
+    flip: argmax_agreement charges it, clear_argmax_agreement does not. Far from the threshold it still does."""
+    from types import SimpleNamespace
+
+    from readout_sdk.families import get
+    from readout_sdk.results import Classification
+
+    fam = get("sequence_classification")
+    ctx = SimpleNamespace(labels=["a", "b", "c"], output={"abstention": {"min_score": 0.7}})
+
+    def decided(pa, pb):
+        scores = {"a": pa, "b": pb, "c": 1 - pa - pb}
+        abstained = max(scores.values()) < 0.7
+        return Classification(None if abstained else "a", pa, scores, "probability", (), False, abstained)
+
+    near = fam.agreement(ctx, [decided(0.71, 0.28)], [decided(0.68, 0.28)])
+    assert near["argmax_agreement"] == 0.0 and "clear_argmax_agreement" not in near
+    far = fam.agreement(ctx, [decided(0.95, 0.04)], [decided(0.55, 0.05)])  # abstained clearly at 0.55: a real flip
+    assert far["clear_argmax_agreement"] == 0.0

@@ -52,7 +52,8 @@ class SequenceClassificationFamily(Family):
         same = [g.label == r.label or (g.abstained == r.abstained and tied)
                 for g, r, tied in zip(got, ref, A.argmax_agree(gs, rs))]
         return {"argmax_agreement": float(np.mean(same)) if same else 1.0,
-                **A.clear_agreement(same, A.clear_leads(rs)),
+                **A.clear_agreement(same, [c and _clear_of_abstention(ctx, r.score)
+                                           for c, r in zip(A.clear_leads(rs), ref)]),
                 "topk_agreement": A.topk_sets_agree(gs, rs, 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:
@@ -71,6 +72,13 @@ class SequenceClassificationFamily(Family):
 def positive_top_k(top_k: Any) -> int:
     """classify()'s top_k, checked the same for every family that takes it."""
     return positive_int("top_k", top_k)
+
+
+def _clear_of_abstention(ctx: Context, top_score: float) -> bool:
+    """Whether the reference's top score is at least `agreement.CLEAR_LEAD` from the abstention threshold (no
+    rule: always): a decision that abstains only just is as near a tie as a near lead."""
+    rule = getattr(ctx, "output", None) and ctx.output.get("abstention")
+    return not rule or abs(top_score - float(rule["min_score"])) >= A.CLEAR_LEAD
 
 
 def abstains(ctx: Context, top_score: float) -> bool:

@@ -178,6 +178,7 @@ def create_app(models: Sequence[Served], options: HttpOptions, metrics: Metrics 
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found},
                     lifespan=_closing(models))
     app.state.server = server
+    app.state.route_docs = tei_more_routes.all_docs()  # what /openapi.json documents
     return app
 
 

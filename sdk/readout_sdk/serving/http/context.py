@@ -10,7 +10,7 @@ from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.problems import Problem
 from readout_sdk.serving.http.truncation import truncation_side
 from readout_sdk.serving.http.served import Outcome, Served
-from readout_sdk.serving.http.tei_ids import ids_as_text
+from readout_sdk.serving.http.tei_ids import inputs_of
 
 
 @dataclass
@@ -92,5 +92,5 @@ async def run_texts(request: Any, server: Server, route: str) -> tuple[Served, O
     """A route whose body is ``{"inputs": text or [texts], ...}``: read, check the family, run."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = serves(server.routed(request), route)
-    texts, _ = B.texts(doc, "inputs", ids_as_text(served))  # TEI's Input: texts or token-id arrays
+    texts = await inputs_of(served, doc)  # TEI's Input: texts or token-id arrays (spelt off the event loop)
     return served, await run(request, served, doc, texts, "$.inputs")

@@ -118,19 +118,14 @@ OPENAI_ERROR = {"type": "object", "required": ["error"], "properties": {"error":
         "param": {"type": "string", "nullable": True}, "code": {"type": "string", "nullable": True}}}}}
 
 
-def all_docs() -> dict[tuple[str, str], RouteDoc]:
-    """Every declared contract: `route_docs.DOCS` and the route modules' own."""
-    from readout_sdk.serving.http import route_docs, tei_more_routes
-
-    return {**route_docs.DOCS, **tei_more_routes.DOCS}
-
-
 async def serve_document(request: Any, server: Any) -> Any:
     """``GET /openapi.json``: the document of the application this request reached."""
     from readout_sdk import __version__
     from readout_sdk.serving.http.context import Answer
 
-    return Answer(document(request.app.routes, all_docs(), title="readout-export serve-http", version=__version__,
+    # the contracts the application was made with (`create_app`: `tei_more_routes.all_docs`); this module imports
+    # no route module, so the route modules can import it
+    return Answer(document(request.app.routes, request.app.state.route_docs, title="readout-export serve-http", version=__version__,
                            authenticated=server.options.api_key is not None))
 
 

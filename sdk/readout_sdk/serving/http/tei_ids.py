@@ -66,6 +66,25 @@ def ids_text(served: Any) -> IdsText:
         return found
 
 
+async def inputs_of(served: Any, doc: dict[str, Any]) -> list[str]:
+    """``doc["inputs"]`` as texts (`body.texts`), token-id arrays spelt back to their text on the model's
+    tokenization workers: decoding and re-encoding a long array takes seconds, which must never hold the
+    event loop (every other request and /health wait on it)."""
+    from readout_sdk.serving.http import body as B
+
+    spell = ids_as_text(served)  # called only for an id array: plain texts are read here, at once
+    if not _has_ids(doc.get("inputs")):
+        return B.texts(doc, "inputs", spell)[0]
+    return (await served.off_loop(lambda: B.texts(doc, "inputs", spell)))[0]
+
+
+def _has_ids(value: Any) -> bool:
+    """Whether an ``inputs`` value holds a token-id array (a list whose first item is an int, or a list of them)."""
+    if not isinstance(value, list) or not value:
+        return False
+    return any(isinstance(v, int) or (isinstance(v, list) and any(isinstance(i, int) for i in v)) for v in value)
+
+
 def ids_as_text(served: Any) -> Callable[[list[int], str], str]:
     """What ``body.texts`` calls for a token-id input of ``served``'s routes (made on first use)."""
     return lambda ids, where: ids_text(served).text(ids, where)

@@ -61,6 +61,11 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
 }
 
 
+def all_docs() -> dict[tuple[str, str], RouteDoc]:
+    """Every declared contract: `route_docs.DOCS` and this module's own (what /openapi.json documents)."""
+    return {**route_docs.DOCS, **DOCS}
+
+
 def routes(route: Callable[..., Any]) -> list[Any]:
     """The top-level routes, made with `app.create_app`'s ``route`` (auth, errors, metrics)."""
     from starlette.routing import Route

@@ -23,7 +23,7 @@ from readout_sdk.results import Embeddings
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.context import Answer, Server, role, run, run_texts, serves
 from readout_sdk.serving.http.problems import Problem
-from readout_sdk.serving.http.tei_ids import ids_as_text
+from readout_sdk.serving.http.tei_ids import inputs_of
 
 VERSION = "readout-abi/1"
 
@@ -35,7 +35,7 @@ async def embed(request: Any, server: Server) -> Answer:
 async def embed_doc(request: Any, server: Server, doc: dict[str, Any]) -> Answer:
     """``/embed`` of a read body (``POST /`` reads it first to tell feature extraction from similarity)."""
     served = serves(server.routed(request), "/embed")
-    texts, _ = B.texts(doc, "inputs", ids_as_text(served))  # TEI's Input: texts or token-id arrays
+    texts = await inputs_of(served, doc)  # TEI's Input: texts or token-id arrays (spelt off the event loop)
     normalize = B.boolean(doc, "normalize", None)
     if normalize is not None and normalize != served.normalized:
         raise Problem("validation", f"$.normalize: model {served.name!r} makes {'' if served.normalized else 'un'}"
