@@ -1,12 +1,13 @@
 """One artifact behind the server: its engine, its name, its batcher, and the one way a route runs it.
 
-Every route turns its request into SDK inputs and calls :meth:`Served.call`, which prepares them once with
-the engine's public prepare step (`Engine.prepare`: the family's own checks, so a bad input is refused before
-it can share a batch; tokenizing and windowing), on a small pool of tokenization threads so the event loop
-never tokenizes. The prepared items carry the tokens the model will run (the per-request and per-batch token
-bounds, and OpenAI's ``usage``) and their truncation flags; they are queued as they are and run without
-being tokenized again, returning the family's serving records (`readout_sdk.serving.records`: the same
-records Triton and Ray return) or, for embeddings in a declared vector form, the vectors of that form.
+Every route turns its request into SDK inputs and calls :meth:`Served.call`, which prepares them once with the
+engine's public prepare step (`Engine.prepare`: the family's own checks, so a bad input is refused before it
+can share a batch; tokenizing and windowing), on a small pool of tokenization threads so the event loop never
+tokenizes. The prepared items carry the tokens the model will run (the per-request and per-batch token bounds,
+and OpenAI's ``usage``) and their truncation flags; they are queued as they are, cut into batches beside other
+requests' inputs (`readout_sdk.serving.http.batcher`) and run without being tokenized again, returning the
+family's serving records (`readout_sdk.serving.records`: the same records Triton and Ray return) or, for
+embeddings in a declared vector form, the vectors of that form.
 """
 from __future__ import annotations
 
@@ -134,13 +135,15 @@ class Served:
         if sum(tokens) > limits.max_tokens:
             raise Problem("too_large", f"{where}: {sum(tokens)} tokens, over the limit of {limits.max_tokens} "
                                        "per request (--max-tokens)", where)
-        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=prepared, tokens=sum(tokens),
+        # queued whole, run in slices beside other requests' (`batcher`): results come back in input order
+        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=prepared, token_counts=tokens,
                   run=self._runner(form, options or {}))
         records = await self._submit(job, where, disconnected)
         return Outcome(list(records), sum(tokens), truncated)
 
     def _runner(self, form: str | None, options: dict[str, Any]) -> Callable[[list[PreparedItems]], list[Any]]:
-        """Runs several jobs' prepared items (one role: the batcher merges jobs of one key) as one call."""
+        """Runs one batch: slices of several requests' prepared items (``prepared[lo:hi]``; one role, as the
+        batcher batches requests of one key together) as one SDK call, one record per input, in order."""
         engine, family = self.engine, self.family
 
         def run(prepared: list[PreparedItems]) -> list[Any]:
@@ -158,7 +161,7 @@ class Served:
         finally:
             for w in waits - {work}:
                 w.cancel()
-        if work not in done:  # the client went away: drop its job (or its running batch's answer)
+        if work not in done:  # the client went away: drop its inputs not yet run (and its running slice's answer)
             work.cancel()
             if self.metrics is not None:
                 self.metrics.cancelled.labels(self.name).inc()
