@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -22,7 +22,7 @@ from readout_sdk.engine import PreparedItems
 
 from readout_sdk.errors import SdkError
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
-from readout_sdk.serving.http.options import HttpOptions
+from readout_sdk.serving.http.options import Batching, HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
 from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
@@ -55,7 +55,7 @@ class Served:
         self.engine = engine
         self.family = engine.family_spec
         self.options = options
-        self.batcher = Batcher(name, options.batching, metrics)
+        self.batcher = Batcher(name, engine_sized(options.batching, engine), metrics)
         self.metrics = metrics
         output = engine.abi["output"]  # what the record states of the vectors (None for other families)
         self.width: int | None = output.get("dim")  # the full vector's width
@@ -186,6 +186,15 @@ class Served:
 
 class ClientGone(SdkError, ConnectionError):
     """The client disconnected before its answer; nothing is sent."""
+
+
+def engine_sized(batching: Batching, engine: Any) -> Batching:
+    """The server's batch bounds, within one of the engine's own batches (its device's ``batch_size`` and
+    ``max_batch_tokens``: 32 inputs and 2,048 tokens on a CPU, 256 and 65,536 on a GPU). The engine would
+    cut a larger call into such batches anyway, and the whole call answers only when its last one ran: a
+    batch the size of one graph run is what lets a small request wait for one run, not several."""
+    return replace(batching, max_batch_items=min(batching.max_batch_items, engine.batch_size),
+                   max_batch_tokens=min(batching.max_batch_tokens, engine.max_batch_tokens))
 
 
 def _characters(item: Any) -> int:
