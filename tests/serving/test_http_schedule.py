@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from readout_sdk.serving.http.batcher import Batcher, Overloaded
+from readout_sdk.serving.http.batcher import Batcher, Closed, Overloaded
 from readout_sdk.serving.http.options import Batching
 from readout_sdk.serving.http.schedule import Job, Schedule
 
@@ -135,6 +135,28 @@ def test_the_queue_bound_counts_inputs_not_yet_in_a_batch():
     waiting, (a, c) = asyncio.run(scenario())
     assert waiting == 4
     assert a == [f"A{i}" for i in range(8)] and c == [f"C{i}" for i in range(6)]
+
+
+def test_closing_fails_the_waiting_requests_and_the_one_whose_last_slice_is_in_flight():
+    runner = FakeRunner(hold=1)
+
+    async def scenario():
+        b = Batcher("m", batching(max_batch_items=4))
+        running = asyncio.create_task(b.submit(job("R", 3, runner)))  # one slice: it is all in flight
+        await started(runner)
+        waiting = asyncio.create_task(b.submit(job("W", 8, runner)))
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(b.close())
+        out = await asyncio.gather(running, waiting, return_exceptions=True)
+        runner.gate.set()
+        await closing
+        with pytest.raises(Closed):
+            await b.submit(job("N", 1, runner))
+        return out
+
+    running, waiting = asyncio.run(scenario())
+    assert isinstance(running, Closed) and isinstance(waiting, Closed)
+    assert len(runner.batches) == 1  # nothing ran after the close
 
 
 # ---- the policy ------------------------------------------------------------------------------------

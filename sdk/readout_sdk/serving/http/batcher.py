@@ -44,6 +44,7 @@ class Batcher:
         self.options = options
         self.metrics = metrics
         self._schedule = Schedule()
+        self._running: list[Slice] = []  # the batch in flight (its requests are answered when it lands)
         self._queued_items = 0
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
@@ -105,7 +106,9 @@ class Batcher:
             self._count(-sum(s.hi - s.lo for s in batch))
             self._observe(batch)
             # the next batch is taken only after this one ran, so a request that arrives meanwhile is in it
+            self._running = batch
             outcomes = await loop.run_in_executor(self._worker, run_batch, batch)
+            self._running = []
             for piece, outcome in zip(batch, outcomes):
                 _settle(piece, outcome)
 
@@ -136,7 +139,8 @@ class Batcher:
     async def close(self) -> None:
         """Refuse new jobs, fail the waiting ones, stop the loop and the worker thread."""
         self._closed = True
-        for waiting in self._schedule.drop_all():
+        # the waiting requests, and those whose last slice is in flight (the loop stops before it lands)
+        for waiting in [*self._schedule.drop_all(), *(piece.waiting for piece in self._running)]:
             if not waiting.gone:
                 waiting.job.future.set_exception(Closed("the server is stopping"))
         self._queued_items = 0
@@ -146,7 +150,8 @@ class Batcher:
                 await self._loop_task
             except (asyncio.CancelledError, Exception):
                 pass
-        self._worker.shutdown(wait=True)
+        # a batch still running finishes on the worker thread; wait for it off the loop, which keeps serving
+        await asyncio.to_thread(self._worker.shutdown, True)
 
 
 def _settle(piece: Slice, outcome: Sequence[Any] | BaseException) -> None:
