@@ -174,7 +174,21 @@ def test_two_large_requests_alternate_and_share_the_last_batch():
     s.add(job("B", 40, runner))
     got = cut(s)
     a, b = [f"A{i}" for i in range(40)], [f"B{i}" for i in range(40)]
-    assert got == [a[:16], b[:16], a[16:32], b[16:32], a[32:] + b[32:]]
+    # the older first, then half of each batch each, until it is done
+    assert got == [a[:16], a[16:24] + b[:8], a[24:32] + b[8:16], a[32:] + b[16:24], b[24:]]
+
+
+def test_the_oldest_request_progresses_under_a_stream_of_newcomers():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("L", 40, runner))
+    for k in range(6):
+        s.add(job(f"S{k}-", 16, runner))
+    got = cut(s)
+    large = [[x for x in batch if x.startswith("L")] for batch in got]
+    ls = [f"L{i}" for i in range(40)]
+    # first alone as the oldest and least served, then half of each batch although 96 newcomer inputs wait
+    assert large[:4] == [ls[:16], ls[16:24], ls[24:32], ls[32:]]
+    assert all(len(batch) == 16 for batch in got[:-1])  # the other half went to the newcomers
 
 
 def test_requests_of_different_calls_never_share_a_batch():

@@ -1,14 +1,15 @@
 """Which inputs run next: batches cut across requests by an item and token budget (the policy, no I/O).
 
 A request is not run whole: each batch takes a *slice* (its next inputs, in order) of one or more waiting
-requests of one call (``key``), up to ``max_items`` inputs and ``max_tokens`` tokens. Requests are served
-least-served first (fewest inputs already scheduled; the older first on a tie), so a newcomer goes into the
-very next batch however large the request before it, and two large requests alternate, as
-text-embeddings-inference's queue cuts batches by a token budget across requests. A request whose future is
-done (its client went away, or one of its slices failed) is dropped with its remaining inputs.
+requests of one call (``key``), up to ``max_items`` inputs and ``max_tokens`` tokens, as text-embeddings-
+inference's queue cuts batches by a token budget across requests. The oldest request takes up to half of each
+batch (so it finishes, whatever arrives after it); the rest goes to the least-served requests first (fewest
+inputs already scheduled; the older first on a tie), so a newcomer goes into the very next batch however large
+the requests before it, and large requests share the batches. A request whose future is done (its client went
+away, or one of its slices failed) is dropped with its remaining inputs.
 
-The asyncio side (admission, waiting, the worker thread, metrics) is `readout_sdk.serving.http.batcher`;
-this module is plain data so its order can be tested without a model or an event loop.
+The asyncio side (admission, waiting, the worker thread, metrics) is `readout_sdk.serving.http.batcher`; this
+module is plain data so its order can be tested without a model or an event loop.
 """
 from __future__ import annotations
 
@@ -129,18 +130,28 @@ class Schedule:
         return items >= max_items or tokens >= max_tokens
 
     def take(self, max_items: int, max_tokens: int) -> list[Slice]:
-        """The next batch: a slice of each request in turn while it fits the budget (an input over the token
-        budget runs alone rather than never). Marks the slices scheduled."""
-        batch: list[Slice] = []
+        """The next batch, and marks it scheduled. The oldest request goes first with at most half the batch
+        while others wait (so it always progresses, even under a stream of newcomers), then each request in
+        turn, least served first (the oldest again if room is left), while the budget lasts (an input over
+        the token budget runs alone rather than never)."""
+        turns = self._turns()
+        if not turns:
+            return []
+        oldest = min(range(len(turns)), key=lambda i: turns[i].order)
+        taken = [0] * len(turns)  # per request: inputs given to this batch
+        order: list[int] = []  # requests in the order they joined the batch
         items = tokens = 0
-        for w in self._turns():
-            n, cost = _fit(w.job.token_counts, w.next, max_items - items, max_tokens - tokens, alone=not batch)
-            if n:
-                batch.append(Slice(w, w.next, w.next + n))
-                w.next += n
-                items, tokens = items + n, tokens + cost
-            if items >= max_items:
-                break
+        cap = max_items if len(turns) == 1 else max(1, max_items // 2)
+        for i, room in [(oldest, cap), *((i, max_items) for i in range(len(turns)))]:
+            w = turns[i]
+            n, cost = _fit(w.job.token_counts, w.next + taken[i], min(room - taken[i], max_items - items),
+                           max_tokens - tokens, alone=not items)
+            if n and not taken[i]:
+                order.append(i)
+            taken[i], items, tokens = taken[i] + n, items + n, tokens + cost
+        batch = [Slice(turns[i], turns[i].next, turns[i].next + taken[i]) for i in order]
+        for piece in batch:
+            piece.waiting.next = piece.hi
         self._waiting = [w for w in self._waiting if w.left]  # fully scheduled: tracked by its slices now
         return batch
 
