@@ -21,5 +21,7 @@ with one_line_errors():
             print(f"{result.label or '(abstained)':>12} ({result.score_kind} {result.score:.3f})  {text}{best}")
         elif isinstance(result, readout_sdk.MultiLabel):
             print(f"{', '.join(result.labels) or '(none)':>12}  {text}")
-        else:
-            print(f"{result.values}  {text}")
+        elif isinstance(result, readout_sdk.Regression):  # each named output, in the artifact's label order
+            print(f"{', '.join(f'{name} {value:.3f}' for name, value in result.values.items()):>12}  {text}")
+        else:  # a family this app does not know yet: say so rather than print a raw object
+            raise TypeError(f"classify.py cannot print a {type(result).__name__}")

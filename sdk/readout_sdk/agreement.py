@@ -14,7 +14,8 @@ import numpy as np
 # the values each parity metric can take: a budget or floor outside them gates nothing (or everything)
 RANGES: dict[str, tuple[float, float]] = {
     **{m: (-1.0, 1.0) for m in ("min_cosine", "mean_cosine", "rank_correlation", "values_rank_correlation")},
-    **{m: (0.0, 1.0) for m in ("knn10_overlap", "argmax_agreement", "topk_agreement", "decision_agreement",
+    **{m: (0.0, 1.0) for m in ("knn10_overlap", "argmax_agreement", "clear_argmax_agreement", "topk_agreement",
+                               "decision_agreement",
                                "set_agreement", "entity_agreement", "span_agreement", "term_overlap")},
     **{m: (0.0, float("inf")) for m in ("max_abs_error", "mean_abs_error", "max_rel_error", "maxsim_error",
                                         "values_abs_error", "values_scaled_error")},
@@ -161,6 +162,30 @@ def argmax_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray]) -> list[b
     whose argmax the reference scores within the tie tolerance of its own maximum picks one of the reference's
     equal winners (:func:`top_k_agreement` at k=1)."""
     return [top_k_agreement(g, r, 1) == 1.0 for g, r in zip(got, ref)]
+
+
+# A reference decision whose winning probability leads the runner-up by at least this much is a clear one.
+# Quantization moves a probability by a few hundredths (all-MiniLM-L6-v2's sentiment head, ONNX int8: the two
+# decisions of 31 it flipped led by 0.055 and 0.006); a decision with a lead of a tenth is one no correct
+# lower-precision target may flip, so `clear_argmax_agreement` is gated at 1 at every precision while
+# `argmax_agreement` (every decision, near ties too) keeps the looser per-precision budget.
+CLEAR_LEAD = 0.1
+
+
+def clear_leads(ref: Sequence[np.ndarray], lead: float = CLEAR_LEAD) -> list[bool]:
+    """Per item, whether the reference's top probability leads its second by at least ``lead``."""
+    out = []
+    for r in ref:
+        top = np.sort(np.asarray(r, np.float64))[::-1]
+        out.append(len(top) < 2 or float(top[0] - top[1]) >= lead)
+    return out
+
+
+def clear_agreement(same: Sequence[bool], clear: Sequence[bool]) -> dict[str, float]:
+    """``clear_argmax_agreement``: the fraction of the reference's clear decisions the candidate keeps; no
+    entry where the reference decided nothing clearly (a measure of nothing is not a pass)."""
+    kept = [s for s, c in zip(same, clear) if c]
+    return {"clear_argmax_agreement": float(np.mean(kept))} if kept else {}
 
 
 def topk_sets_agree(got: Sequence[np.ndarray], ref: Sequence[np.ndarray], k: int) -> float:

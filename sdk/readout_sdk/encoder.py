@@ -1,10 +1,12 @@
 """The artifact's tokenizer, applied as the record says: texts and pairs in, encodings out.
 
 Truncation comes from the record; padding never (callers pad, see `readout_sdk.batching`). The
-zero-row policy is checked here, before anything runs.
+zero-row policy is checked here, before anything runs. A call may cut the other end (:data:`SIDE`, set by the
+prepare step for the items it encodes).
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -12,6 +14,13 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from readout_sdk.errors import InputRefused, WrongItem, first_line
+
+# The side a call cuts too-long inputs from ("left" keeps the end of the text; None: the record's side). The
+# prepare step sets it around one call's encoding (`Preparer.prepare`), so every input kind's encoding honours
+# it without each family's encode() (a plugin contract) taking one more argument. A context variable, so
+# concurrent calls on other threads keep their own side.
+SIDE: ContextVar[str | None] = ContextVar("readout_truncation_side", default=None)
+SIDES = ("left", "right")
 
 
 class TextEncoder:
@@ -32,6 +41,7 @@ class TextEncoder:
         self.inputs = [i["name"] for i in record["inputs"]]
         self._measure: Tokenizer | None = None
         self._lengths: dict[int, Tokenizer] = {}
+        self._sides: dict[tuple[int, str], Tokenizer] = {}
 
     def at_length(self, max_length: int) -> Tokenizer:
         """A tokenizer instance truncating at ``max_length`` (a role's own length), made once per length."""
@@ -42,6 +52,19 @@ class TextEncoder:
                                   direction=trunc.get("direction", "right"))
             self._lengths[max_length] = tok
         return self._lengths[max_length]
+
+    def sided(self, tok: Tokenizer) -> Tokenizer:
+        """``tok`` cutting from the call's side (:data:`SIDE`): a copy made once per (length, side), or ``tok``
+        itself where it already cuts there, never cuts, or windows (a window cuts nothing of its text)."""
+        side, trunc = SIDE.get(), tok.truncation
+        if side is None or not trunc or trunc.get("direction", "right") == side or trunc.get("stride"):
+            return tok
+        key = (int(trunc["max_length"]), side)
+        if key not in self._sides:  # made before it is shared: another thread sees a configured copy or none
+            sided = Tokenizer.from_str(tok.to_str())
+            sided.enable_truncation(key[0], strategy=trunc.get("strategy", "longest_first"), direction=side)
+            self._sides[key] = sided
+        return self._sides[key]
 
     def windowed(self, stride: int) -> Tokenizer:
         """A second tokenizer instance that returns overlapping windows (never mutate the shared one)."""
@@ -91,14 +114,16 @@ class TextEncoder:
                 raise WrongItem(f"item {base + j}: expected str or a (str, str) pair, got {type(item).__name__}")
         if not inputs:
             return []
-        tok = tokenizer or self.tokenizer
+        tok = self.sided(tokenizer or self.tokenizer)
         self._check_window_room(base, inputs, tok)
         encode = tok.encode_batch if offsets else getattr(tok, "encode_batch_fast", tok.encode_batch)
         try:
-            return encode(inputs)
+            encoded = encode(inputs)
         except BaseException as e:
             if not _native(e):
                 raise
+        else:
+            return self._prompt_kept(base, encoded, prompt, tok)
         for j, one in enumerate(inputs):  # find the item, outside the failed batch call
             try:
                 tok.encode(*one) if isinstance(one, tuple) else tok.encode(one)
@@ -107,6 +132,17 @@ class TextEncoder:
                     raise
                 raise InputRefused(f"item {base + j}: the tokenizer cannot encode it ({first_line(e)})") from None
         raise InputRefused(f"items {base}..{base + len(inputs) - 1}: the tokenizer failed on the batch")
+
+    @staticmethod
+    def _prompt_kept(base: int, encoded: list[Encoding], prompt: str, tok: Tokenizer) -> list[Encoding]:
+        """``encoded``, unless a text cut from the left lost the role's prompt it starts with (its rows would be
+        read as the prompt's): refused by item."""
+        if prompt and SIDE.get() == "left" and (tok.truncation or {}).get("direction") == "left":
+            for j, enc in enumerate(encoded):
+                if enc.overflowing:
+                    raise InputRefused(f"item {base + j}: too long to cut from the left under a role with a prompt "
+                                       "(the cut would remove the prompt); send it shorter, or cut it from the right")
+        return encoded
 
     def _check_window_room(self, base: int, inputs: list[Any], tok: Tokenizer) -> None:
         """Windowing a pair keeps its first text whole in every window: the first text must leave more than

@@ -38,3 +38,10 @@ def test_every_independent_problem_is_reported_at_once(tmp_path):
     lines = _validate(tmp_path, family="multilabel_classification", model=str(model),
                       thresholds=[0.5, 2.0, 0.5], max_length=9999)
     assert [line.split(":")[1].strip() for line in lines] == ["$.max_length", "$.thresholds[1]"], lines
+
+
+def test_a_misspelt_family_is_named_before_the_missing_family_it_explains(tmp_path):
+    """'famly' is the cause; "$.family: required field is missing" its consequence, said second."""
+    lines = _validate(tmp_path, famly="embedding", model=str(minilm_path()))
+    assert lines[0].startswith("error: $.famly: unknown field; did you mean 'family'?"), lines
+    assert lines[1].startswith("error: $.family: required field is missing"), lines

@@ -36,6 +36,12 @@ ITEMS = [  # queries (one text: the query channel) and codes (some of the four c
 ]
 
 
+def _with_site(site: Path) -> str:
+    """PYTHONPATH for a new process: the plugin's site first, then whatever this process was given (a checkout's
+    source folders), as a user's environment would have it."""
+    return os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _site(tmp: Path) -> Path:
     return pip_install(GEOMETRY, tmp / "site")
 
@@ -109,7 +115,7 @@ def test_the_artifact_states_the_plugin_its_channels_and_its_geometry(geometry):
     assert fields["head"]["plugin"] == {"package": "readout-geometry", "contract": "readout-family/1"}
     assert fields["head"]["head_sha256"]  # the head's own files, hashed
     assert fields["contextual"]["adapter_sha256"]
-    env = dict(os.environ, PYTHONPATH=str(site))
+    env = dict(os.environ, PYTHONPATH=_with_site(site))
     shown = subprocess.run([str(Path(sys.executable).parent / "readout-export"), "inspect", str(art)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
@@ -151,7 +157,7 @@ def test_parity_gates_distance_and_neighbourhood_against_unmerged_peft(geometry,
             {"title": "Bakeries", "description": "baking bread and cakes for sale"}, {"query": "shoe repair"}]
     rows = [{"query": i} if isinstance(i, str) else i for i in ITEMS] + more  # distinct: no tied neighbours
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = dict(os.environ, PYTHONPATH=str(site))  # a new process finds the plugin as any installed package
+    env = dict(os.environ, PYTHONPATH=_with_site(site))  # a new process finds the plugin as any installed package
     done = subprocess.run([str(Path(sys.executable).parent / "readout-export"), "parity", str(art), "--corpus",
                            str(corpus), "--widths", "1,7", "--report", str(tmp_path / "parity.json")],
                           capture_output=True, text=True, env=env, timeout=600)
@@ -174,13 +180,22 @@ def test_served_over_http_as_the_sdk_returns_them(geometry, monkeypatch):
     with on_path(site):
         engine = readout_sdk.load(art)
         want = [engine.family_spec.record(p) for p in engine.decide(ITEMS[:4])]
-    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONPATH", _with_site(site))
     with HttpServer([f"codes={art}"]) as server:
         reply = httpx.post(f"{server.url}/records", json={"inputs": [{"query": ITEMS[0]}, *ITEMS[1:4]]}, timeout=60)
         assert reply.status_code == 200, reply.text
         body = reply.json()
         text = httpx.post(f"{server.url}/records", json={"inputs": ITEMS[0]}, timeout=60)  # a text is a query
         wrong = httpx.post(f"{server.url}/embed", json={"inputs": ITEMS[0]}, timeout=60)
+        # the plugin names no HTTP route of its own: POST / is the generic /records, the other routes refuse it
+        # naming the family, never a 500
+        root = httpx.post(f"{server.url}/", json={"inputs": ITEMS[1:4]}, timeout=60)
+        predict = httpx.post(f"{server.url}/predict", json={"inputs": ITEMS[0]}, timeout=60)
+    assert root.status_code == 200, root.text
+    for got, exp in zip(root.json()["results"], want[1:4], strict=True):
+        np.testing.assert_allclose(got["tangent"], exp["tangent"], atol=1e-5)
+    for refused in (wrong, predict):
+        assert refused.status_code == 422 and "geometry" in refused.json()["error"], refused.text
     assert body["model"] == "codes" and body["release_id"]
     for got, exp in zip(body["results"], want):
         np.testing.assert_allclose(got["tangent"], exp["tangent"], atol=1e-5)
@@ -225,9 +240,11 @@ def test_evaluation_ranks_by_the_arms_distance(geometry, tmp_path):
     with on_path(site):
         report = evaluate(art, data, "test", keep=False)
         engine = readout_sdk.load(art)
+        from readout_geometry.family import distances  # the plugin's own distance under the record's arm
+
         for case, (q, docs, relevant) in zip(report["cases"], ranking):
             points = engine.decide([q, *docs])
-            score = -engine.family_spec.distances(engine.context, points[:1], points[1:])[0]
+            score = -distances(engine.context, points[:1], points[1:])[0]
             gains = [1 if i in relevant else 0 for i in range(len(docs))]
             assert abs(case["value"] - ndcg_score([gains], [score], k=10)) < 1e-9, case["id"]
 

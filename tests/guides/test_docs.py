@@ -136,3 +136,26 @@ def test_serving_guides_record_table_matches_the_registry():
 def test_there_are_runnable_blocks_in_the_guides():
     pages = {b.page.relative_to(ROOT).as_posix() for b in RUNNABLE}
     assert len(RUNNABLE) >= 8 and {"docs/quickstart.md", "docs/sdk.md", "docs/serving.md"} <= pages
+
+
+def _heading_anchors(page) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            for m in re.finditer(r"^#{1,6}\s+(.+)$", text, re.M)}
+
+
+def test_relative_links_to_a_heading_name_one_that_exists():
+    """`page.md#anchor` (and `#anchor` within a page) points at a heading of that page, so renaming a
+    section cannot leave links to it dangling."""
+    broken = []
+    for page in DOCS:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for target in LINK.findall(text):
+            file, _, anchor = target.partition("#")
+            if not anchor or re.match(r"^[a-z]+:", target):
+                continue
+            linked = (page.parent / file) if file else page
+            if linked.suffix == ".md" and linked.exists() and anchor not in _heading_anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken

@@ -182,3 +182,54 @@ def test_apps_take_all_of_an_input_or_none_and_name_the_app_an_artifact_needs(sh
     assert "--top-k applies to single-label" in _fails("classify.py", str(shared("regression")[1]), "x", "--top-k", "2")
     top = run_app("classify.py", Path(cls), "--top-k", "2", "a bright day")
     assert top.count("[") == 1 and top.split("[")[1].count(" 0.") + top.split("[")[1].count(" 1.") == 2
+
+
+def test_regression_app_prints_each_named_value_of_the_typed_result(shared):
+    """classify.py on a regression artifact prints ``name value`` per output, the values readout_sdk returns
+    for the same text (the SDK called directly is the oracle), never the raw ``{'valence': ...}`` dict."""
+    import readout_sdk
+
+    art = shared("regression")[1]
+    texts = ["I am thrilled.", "This is awful."]
+    out = run_app("classify.py", art, *texts).splitlines()
+    with readout_sdk.load(str(art)) as engine:
+        expected = engine.classify(texts)
+    assert len(out) == len(texts)
+    for line, text, result in zip(out, texts, expected):
+        assert isinstance(result, readout_sdk.Regression) and list(result.values) == ["valence", "arousal"]
+        assert line.endswith(f"  {text}") and "{" not in line and "'" not in line, line
+        shown = dict(part.rsplit(" ", 1) for part in line[:-len(text)].strip().split(", "))
+        assert list(shown) == list(result.values)
+        for name, value in result.values.items():
+            assert abs(float(shown[name]) - value) <= 5e-4, (name, shown[name], value)
+
+
+@pytest.mark.heavy
+def test_the_plugin_example_runs_as_its_readme_says(tmp_path):
+    """examples/plugins/README.md's block, as written, from the root of a copy of the example: its first line
+    (pip install of the plugin) done as tests/families/test_plugins.py does it (pip, into a folder on
+    PYTHONPATH: the shared environment never changes), the rest run by bash. REAL MiniLM backbone, seeded head.
+    Oracles: the commands' exit status, and the artifact's readout.json (family, plugin, lifecycle)."""
+    import os
+    import shutil
+
+    from helpers.docblocks import blocks
+    from helpers.plugins import GEOMETRY, pip_install
+
+    readme = GEOMETRY.parent / "README.md"
+    [block] = [b for b in blocks(readme) if b.language == "bash"]
+    install, *steps = block.code.strip().splitlines()
+    assert install == "pip install ./examples/plugins/readout-geometry"
+    root = tmp_path / "clone"
+    shutil.copytree(GEOMETRY, root / "examples" / "plugins" / GEOMETRY.name,
+                    ignore=shutil.ignore_patterns("models", "dist", "build", "*.egg-info", "__pycache__"))
+    site = pip_install(GEOMETRY, tmp_path / "site")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p),
+               PATH=os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])))
+    done = subprocess.run(["bash", "-e", "-c", "\n".join(steps)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    artifact = root / "examples" / "plugins" / GEOMETRY.name / "dist" / "geometry"
+    record = json.loads((artifact / "readout.json").read_text())
+    assert record["abi"]["family"] == "geometry" and record["abi"]["plugin"]["package"] == "readout-geometry"
+    assert record["lifecycle"]["state"] == "RECONCILED"  # parity passed for this very release

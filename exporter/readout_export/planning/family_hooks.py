@@ -1,7 +1,11 @@
-"""The exporter's per-family hooks: how a family's own manifest fields are resolved against the model
-directory (pooling, projection, normalization, score type, QA windows). Families without a hook here
-export a transformers head as it is; what torch loads and which readout stages follow are
-``Family.head`` and ``Family.stages`` in the SDK's registry.
+"""The built-in families' manifest resolvers: how a family's own manifest fields are resolved against the model
+directory (pooling, projection, normalization, score type, QA windows).
+
+No table here picks them: each family names its resolver in its exporter part
+(`readout_sdk.families.parts.ExporterHooks`, ``resolve="readout_export.planning.family_hooks:resolve_embedding"``),
+exactly as a plugin family names its own (``resolve="my_plugin.export:resolve"``), and :func:`readout_hook` asks
+the family. Families naming none export a transformers head as it is; what torch loads and which readout stages
+follow are ``Family.head`` and ``Family.stages`` in the SDK's registry.
 """
 from __future__ import annotations
 
@@ -22,7 +26,9 @@ PROMPT_EXCLUDING_MODES = ("mean", "mean_sqrt_len", "max", "cls")
 SCALED_LOGITS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
-def _resolve_embedding(plan: Plan, manifest: Manifest) -> None:
+def resolve_embedding(plan: Plan, manifest: Manifest) -> None:
+    """An embedding's pooling, rows, normalization, Dense chain and score type, agreed with its
+    sentence-transformers files."""
     source = plan.source
     st = bool(source.st_modules)
     plan.pooling = agree("$.readout.pooling", source.st_pooling, pooling_list(manifest.readout("pooling")),
@@ -62,7 +68,9 @@ def _check_dense_chain(plan: Plan, pooling: list[str] | None) -> None:
         width = d.out_features
 
 
-def _resolve_late(plan: Plan, manifest: Manifest) -> None:
+def resolve_late(plan: Plan, manifest: Manifest) -> None:
+    """A late-interaction family's rows and unit normalization, with its Dense chain (no pooling: it keeps
+    every row)."""
     plan.rows = manifest.readout("rows", "attention")
     norm = manifest.readout("normalize", "l2")
     if norm != "l2":
@@ -74,7 +82,8 @@ def _resolve_late(plan: Plan, manifest: Manifest) -> None:
     _check_dense_chain(plan, None)
 
 
-def _resolve_sparse(plan: Plan, manifest: Manifest) -> None:
+def resolve_sparse(plan: Plan, manifest: Manifest) -> None:
+    """A SPLADE family's max pooling over its rows."""
     pooling = pooling_list(manifest.readout("pooling", "max"))
     if pooling != ["max"]:
         raise ManifestError("$.readout.pooling", f"sparse (SPLADE) pools with max over rows; got {pooling}")
@@ -82,7 +91,8 @@ def _resolve_sparse(plan: Plan, manifest: Manifest) -> None:
     plan.rows = manifest.readout("rows", "attention")
 
 
-def _resolve_cross_encoder(plan: Plan, manifest: Manifest) -> None:
+def resolve_cross_encoder(plan: Plan, manifest: Manifest) -> None:
+    """A cross-encoder's score type (from its config or the manifest), or a yes/no reranker's fixed one."""
     spec = plan.spec
     if "yes_no" in manifest.data:
         _resolve_yes_no_head(plan, manifest)
@@ -162,7 +172,8 @@ def resolve_yes_no(plan: Plan, stated: dict[str, Any]) -> None:
     plan.yes_no = {"template": template.section() | {"tokens": fixed}, **answers}
 
 
-def _resolve_qa(plan: Plan, manifest: Manifest) -> None:
+def resolve_qa(plan: Plan, manifest: Manifest) -> None:
+    """Extractive QA's null policy and window stride (its long inputs are always windows, best span)."""
     plan.null_policy = manifest.data.get("null_policy", "none")
     plan.stride = int(manifest.data.get("stride", min(128, plan.max_length // 4)))
     if plan.stride >= plan.max_length // 2:
@@ -171,11 +182,7 @@ def _resolve_qa(plan: Plan, manifest: Manifest) -> None:
     plan.long_inputs = {"policy": "windows", "stride": plan.stride, "aggregation": "best_span"}
 
 
-HOOKS: dict[str, Hook] = {"embedding": _resolve_embedding, "late_interaction": _resolve_late,
-                          "sparse": _resolve_sparse, "cross_encoder": _resolve_cross_encoder,
-                          "extractive_qa": _resolve_qa}
-
-
 def readout_hook(family: str) -> Hook | None:
-    """The family's resolver hook, or None for a transformers head exported as it is."""
-    return HOOKS.get(get_family(family).name)
+    """The family's manifest resolver (its `ExporterHooks.resolve`, built-in or plugin alike), or None for a
+    transformers head exported as it is."""
+    return get_family(family).exporter_hooks.hook("resolve")

@@ -104,9 +104,9 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     errors = [e for e in errors if not (e.validator == "oneOf" and not e.absolute_path)]
     if "family" in data and "outputs" in data:
         problems.add(ManifestError("$.outputs", "a manifest states one family or several outputs, not both"))
-    elif "family" not in data and "outputs" not in data:
-        problems.add(ManifestError("$.family", "required field is missing (or $.outputs: several readouts of one "
-                                               "backbone)"))
+    # said after the top level's own schema errors: a misspelt 'famly' there is why it is missing
+    no_family = ManifestError("$.family", "required field is missing (or $.outputs: several readouts of one "
+                                          "backbone)") if "family" not in data and "outputs" not in data else None
     family = data.get("family")
     known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
     if isinstance(family, str) and not known_family and family in plugins.entry_points():
@@ -119,8 +119,13 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
             known_family = True
             errors = [e for e in errors if list(e.absolute_path) != ["family"]]
     for err in errors:
+        if no_family is not None and err.absolute_path:
+            problems.add(no_family)
+            no_family = None
         for where, why in _describe(err, get_family(family) if known_family else None):
             problems.add(ManifestError(where, why))
+    if no_family is not None:
+        problems.add(no_family)
     if known_family:
         spec = get_family(family)  # which fields apply is the family's
         for key in data:

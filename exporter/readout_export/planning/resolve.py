@@ -335,7 +335,12 @@ def _check_evaluation(family: str, section: dict[str, Any]) -> None:
     from readout_eval.gates import Gate, GateError
     from readout_eval.tasks import task_of
 
-    known = task_of(get_family(family)).metric_names
+    if not section:
+        return
+    spec = get_family(family)
+    if not spec.task:  # a family composed without an Evaluation part (`readout_sdk.families.parts`)
+        raise ManifestError("$.evaluation", f"family {family} gives no evaluation task, so there is nothing to gate")
+    known = task_of(spec).metric_names
     for key in ("gates", "slice_gates"):
         for k, text in enumerate(section.get(key, [])):
             try:

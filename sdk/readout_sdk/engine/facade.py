@@ -121,11 +121,11 @@ class Engine:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def prepare(self, items: Iterable[Any], role: str | None = None) -> PreparedItems:
-        """Check, tokenize and window ``items`` once (refusals name the item), under the input ``role``: a
-        :class:`PreparedItems` with each item's ``token_counts`` and ``truncated`` flag, to pass to any call in
-        place of the items, or to :meth:`execute` then :meth:`decode`."""
-        return self._one("prepare").preparer.prepare(items, self.role(role))
+    def prepare(self, items: Iterable[Any], role: str | None = None,
+                truncation_side: str | None = None) -> PreparedItems:
+        """Check, tokenize and window ``items`` once under ``role``, cut from ``truncation_side`` ("left" keeps the
+        end; default: the record's side): a :class:`PreparedItems` (``token_counts``, ``truncated``) for any call."""
+        return self._one("prepare").preparer.prepare(items, self.role(role), truncation_side=truncation_side)
 
     def execute(self, prepared: PreparedItems, batch_size: int | None = None) -> list[list[dict[str, np.ndarray]]]:
         """Run prepared items in sorted, padded batches: per item, each part's raw named outputs, in order."""

@@ -17,7 +17,9 @@ from readout_sdk.arguments import items as check_items
 from readout_sdk.batching import Prepared as Part
 from readout_sdk.batching import feed_for, plan_batches
 from readout_sdk.engine.prepared import PreparedBatch, PreparedItems
-from readout_sdk.errors import InputRefused
+from readout_sdk.arguments import one_of
+from readout_sdk.encoder import SIDE, SIDES
+from readout_sdk.errors import InputRefused, WrongCall
 from readout_sdk.families import Context, Family
 from readout_sdk.pipeline import Ahead, chunks
 from readout_sdk.roles import Role
@@ -38,14 +40,31 @@ class Preparer:
         self.prefetch = prefetch
 
     def prepare(self, items: Iterable[Any], role: Role | None = None, what: str = "items",
-                start: int = 0) -> PreparedItems:
-        """Check and encode ``items`` in one call, the zero-row policy included; refusals name the item."""
+                start: int = 0, truncation_side: str | None = None) -> PreparedItems:
+        """Check and encode ``items`` in one call, the zero-row policy included; refusals name the item.
+        ``truncation_side``: "left" keeps the end of a too-long item, "right" its start (None: the record's
+        side); nothing is cut where the record windows long inputs, so the side changes nothing there."""
         fam = self.family
         given = list(check_items(items, what))
         out = PreparedItems(len(given), role, start)
         out.items = [fam.check_item(start + j, item) for j, item in enumerate(given)]
-        out.place(range(len(given)), fam.encode(self.context, start, out.items, role=role))
+        side = SIDE.set(self._side(truncation_side))  # read by the encoder for this call's items only
+        try:
+            out.place(range(len(given)), fam.encode(self.context, start, out.items, role=role))
+        finally:
+            SIDE.reset(side)
         return out
+
+    def _side(self, asked: str | None) -> str | None:
+        """The side to cut this call's items from (None: the record's), checked by name."""
+        if asked is None:
+            return None
+        one_of("truncation_side", asked, SIDES)
+        recorded = self.record["input"]["truncation"]["side"]
+        if self.context.template is not None and asked != recorded:  # the template cuts its own two texts
+            raise WrongCall(f"truncation_side={asked!r}: this reranker's prompt template cuts its query and document "
+                            f"from the {recorded}, as its record states")
+        return None if self.context.windows is not None else asked
 
     def batches(self, prepared: PreparedItems, batch_size: int) -> Iterator[PreparedBatch]:
         """``prepared``'s parts length-sorted into padded batches (of ``batch_size`` items and

@@ -2,12 +2,16 @@
 
 Adding a family: write its module here (outputs, inputs, decision, metrics, record shape), add it to
 ``_MODULES``, add its name to the schemas' family enums (a test checks them against REGISTRY), give
-the exporter what torch needs (``Family.head`` and ``Family.stages``; a resolver hook in
-``readout_export.planning.family_hooks`` only if its manifest has fields of its own), budgets for its gated
+the exporter what torch needs (``Family.head`` and ``Family.stages``; a resolver in
+``readout_export.planning.family_hooks``, named by ``exporter_hooks = builtin_resolver(...)``, only if its manifest
+has fields of its own), budgets for its gated
 metrics in ``abi_specs/parity-budgets-1.json``, and tests. See docs/architecture.md.
 
-A family defined outside this package is a plugin (`readout_sdk.families.plugins`): found by :func:`get` after
-the built-in ones, through its package's entry point, and checked against an artifact's record by :func:`of_record`.
+A family is, in its contract, a small core and optional parts (`readout_sdk.families.parts`: `Core`, `Windows`,
+`Calibration`, `HttpRoutes`, `Evaluation`, `ExporterHooks`, `Parity`, `RecordStatement`), turned into a `Family` by
+`compose` (`readout_sdk.families.compose`). A family defined outside this package is a plugin
+(`readout_sdk.families.plugins`): found by :func:`get` after the built-in ones, through its package's entry point,
+and checked against an artifact's record by :func:`of_record`.
 """
 from __future__ import annotations
 
@@ -17,6 +21,9 @@ from typing import Any, Mapping
 from readout_sdk.errors import AbiError
 from readout_sdk.families import plugins
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.compose import compose
+from readout_sdk.families.parts import (Calibration, Core, Decoder, Evaluation, ExporterHooks, HttpRoutes, Parity,
+                                        PartRefused, RecordStatement, Windows)
 
 _MODULES = ("embedding", "sequence_classification", "multilabel_classification", "regression",
             "token_classification", "extractive_qa", "cross_encoder", "late_interaction", "sparse",
@@ -62,4 +69,6 @@ def of_record(record: Mapping[str, Any]) -> Family:
     return family
 
 
-__all__ = ["Context", "Family", "Head", "REGISTRY", "TensorSpec", "UnknownFamily", "get", "of_record", "plugins"]
+__all__ = ["Calibration", "Context", "Core", "Decoder", "Evaluation", "ExporterHooks", "Family", "Head", "HttpRoutes",
+           "Parity", "PartRefused", "REGISTRY", "RecordStatement", "TensorSpec", "UnknownFamily", "Windows", "compose",
+           "get", "of_record", "plugins"]

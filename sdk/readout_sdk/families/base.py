@@ -27,6 +27,7 @@ from readout_sdk.encoder import TextEncoder
 from readout_sdk.errors import AbiError, InputRefused, WrongCall
 from readout_sdk import input_kinds
 from readout_sdk.families.contract import CONTRACT, PluginInfo
+from readout_sdk.families.parts import GENERIC_ROUTES, ExporterHooks, PartRefused
 from readout_sdk.input_kinds import InputKind
 from readout_sdk.input_kinds.base import check_pair, row_field  # noqa: F401 (shared with the family modules)
 from readout_sdk.input_kinds.text import KIND as TEXT
@@ -153,8 +154,9 @@ class Family:
     stages: ClassVar[tuple[str, ...]] = ()        # readout stages after the head, in order (exporter)
     decision: ClassVar[str | None] = None         # the decision rule the record states and this SDK executes
     record_keys: ClassVar[tuple[str, ...]] = ()   # the serving record's keys
-    # the HTTP routes that serve it (`readout_sdk.serving.http`); the first is what ``POST /`` dispatches to
-    http_routes: ClassVar[tuple[str, ...]] = ()
+    # the HTTP routes that serve it (`readout_sdk.serving.http`); the first is what ``POST /`` dispatches to. A
+    # family naming none is served by the generic typed route (`parts.GENERIC_ROUTES`: ``/records``)
+    http_routes: ClassVar[tuple[str, ...]] = GENERIC_ROUTES
     metric_names: ClassVar[tuple[str, ...]] = ()  # decision-level parity metrics (raw errors come on top)
     raw_metric_names: ClassVar[tuple[str, ...]] = ("max_abs_error", "mean_abs_error", "max_rel_error")
     bench_peer: ClassVar[str | None] = None       # the eager peer `readout-export bench` compares against
@@ -179,6 +181,11 @@ class Family:
     # ABI's budgets (parity-budgets-1.json) of the metrics it names take precedence, a manifest's override both
     budgets: ClassVar[Mapping[str, Mapping[str, Mapping[str, float]]]] = {}
 
+    # what the exporter asks of the family beyond head and stages (`parts.ExporterHooks`): its manifest resolver
+    # and a plugin head's module, sizes, source check and files. Built-in families and plugins both extend the
+    # exporter through this one object; the methods below run its hooks
+    exporter_hooks: ClassVar[ExporterHooks] = ExporterHooks()
+
     # ---- export (torch side; the SDK never calls these) ----------------------------------------
     def export_module(self, model_dir: Path, config: Mapping[str, Any]) -> Any:
         """A plugin family's readout as a ``torch.nn.Module``, loaded from the model directory (``config``: the
@@ -188,25 +195,32 @@ class Family:
         per item (N is batch x channels for a channels family: channel c of item i is row i * channels + c),
         NaN for an item whose selected rows are all empty (never a finite value from nothing). Used when
         :attr:`stages` is ``("plugin",)``; built-in families compose their stages instead."""
-        raise NotImplementedError(f"family {self.name} has no plugin readout module")
+        module = self.exporter_hooks.hook("module")
+        if module is None:
+            raise NotImplementedError(f"family {self.name} has no plugin readout module")
+        return module(model_dir, config)
 
     def head_for(self, plan: Any) -> Head:
         """What the exporter loads for a resolved build plan: :attr:`head`, unless a variant of the family loads
         another (a yes/no reranker's causal LM, `readout_sdk.families.cross_encoder`)."""
-        return self.head
+        head = getattr(self, "head", None)
+        if head is None:  # a family composed without ExporterHooks (or without its head) runs, but is not built
+            raise PartRefused(f"family {self.name} gives no ExporterHooks.head: it cannot be exported")
+        return head
 
     def declared_dims(self, plan: Any) -> dict[str, int]:
         """The sizes of the outputs' constant axes that a plugin head fixes (``{"dim": d}``), read from its
         config without running it: what reconciliation re-derives the record's shapes from."""
-        return {}
+        return dict(self.exporter_hooks.call("declared_dims", {}, plan))
 
     def check_source(self, model_dir: Path) -> None:
         """Refuse (ValueError or OSError, one line naming the file) a model directory whose plugin head this
         family cannot export; torch-free and without loading weights: `readout-export validate` runs it."""
+        self.exporter_hooks.call("check_source", None, model_dir)
 
     def head_files(self, model_dir: Path) -> list[Path]:
         """The files :meth:`export_module` reads its weights from (hashed into the identity's head layer)."""
-        return []
+        return [Path(f) for f in self.exporter_hooks.call("head_files", [], model_dir)]
 
     # ---- ABI ---------------------------------------------------------------------------------
     @property
@@ -286,15 +300,15 @@ class Family:
         out: dict[str, Any] = {"score_type": plan.score_type, "labels": plan.labels}
         if self.decision is not None:
             out["decision"] = self.decision
-        return out
+        return out | self.exporter_hooks.call("output_section", {}, plan, dims)
 
     def input_section(self, plan: Any) -> dict[str, Any]:
         """Family-specific keys of the record's ``input`` section (a channels family's ``channels``)."""
-        return {}
+        return dict(self.exporter_hooks.call("input_section", {}, plan))
 
     def readout_section(self, plan: Any) -> dict[str, Any]:
         """Family-specific keys of the record's ``readout`` section (pooling, projection, activation)."""
-        return {}
+        return dict(self.exporter_hooks.call("readout_section", {}, plan))
 
     # ---- inputs ------------------------------------------------------------------------------
     def check_item(self, index: int, item: Any) -> Any:

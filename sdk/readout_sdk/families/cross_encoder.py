@@ -17,6 +17,7 @@ from readout_sdk import agreement as A
 from readout_sdk.batching import Prepared
 from readout_sdk.errors import AbiError, InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.parts import builtin_resolver
 from readout_sdk.input_kinds.pair import KIND as PAIR
 from readout_sdk.pair_template import TemplateError
 from readout_sdk.results import Scored
@@ -41,6 +42,7 @@ class CrossEncoderFamily(Family):
     result = Scored
     manifest_fields = frozenset({"labels", "score_type", "yes_no"})
     head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
+    exporter_hooks = builtin_resolver("resolve_cross_encoder")  # its own manifest fields (`parts.ExporterHooks`)
     decision = "sort by score, descending; ties keep input order"
     metric_names = ("rank_correlation", "topk_agreement", "argmax_agreement")
     record_keys = ("score", "scores", "truncated")

@@ -7,6 +7,7 @@ import numpy as np
 
 from readout_sdk import agreement as A
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.parts import builtin_resolver
 from readout_sdk.results import Embeddings
 
 
@@ -28,6 +29,7 @@ class EmbeddingFamily(Family):
     aggregations = ("mean", TOKEN_MEAN)  # mean: of window vectors; token_mean: of source tokens, each once
     takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     head = Head("AutoModel", ("last_hidden_state",), (True,))
+    exporter_hooks = builtin_resolver("resolve_embedding")  # its own manifest fields (`parts.ExporterHooks`)
     stages = ("pool", "project", "normalize")
     metric_names = ("min_cosine", "mean_cosine", "knn10_overlap", "rank_correlation")
     record_keys = ("embedding", "truncated")

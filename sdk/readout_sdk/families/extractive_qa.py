@@ -28,6 +28,7 @@ from readout_sdk.decode.spans import best_spans, window_probabilities
 from readout_sdk.decode.words import span_chars
 from readout_sdk.errors import InputRefused
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.parts import builtin_resolver
 from readout_sdk.input_kinds.pair import KIND as PAIR
 from readout_sdk.results import Answer
 
@@ -99,6 +100,7 @@ class ExtractiveQAFamily(Family):
     manifest_fields = frozenset({"null_policy", "stride"})
     aggregations = ("best_span",)
     head = Head("AutoModelForQuestionAnswering", ("start_logits", "end_logits"), (True, True))
+    exporter_hooks = builtin_resolver("resolve_qa")  # its own manifest fields (`parts.ExporterHooks`)
     decision = "best span over all windows by p_start * p_end; the null answer competes when null_policy is cls"
     metric_names = ("span_agreement",)
     record_keys = ("answer", "start", "end", "score", "is_null")

@@ -6,6 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.parts import builtin_resolver
 from readout_sdk.families.embedding import projection_section
 from readout_sdk.results import TokenVectors
 
@@ -24,6 +25,7 @@ class LateInteractionFamily(Family):
     takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     role_policies = True  # sentence-transformers' MultiVectorEncoder: per-role length, expansion, skiplist
     head = Head("AutoModel", ("last_hidden_state",), (True,))
+    exporter_hooks = builtin_resolver("resolve_late")  # its own manifest fields (`parts.ExporterHooks`)
     stages = ("project", "normalize", "row_mask")
     metric_names = ("maxsim_error",)
     record_keys = ("token_vectors", "tokens", "truncated")

@@ -1,15 +1,18 @@
 """Readout families defined outside this package: found through a Python entry point, refused by name.
 
 A plugin is an installed distribution that registers, in the entry point group :data:`GROUP`, one
-:class:`~readout_sdk.families.base.Family` instance per family name::
+:class:`~readout_sdk.families.base.Family` per family name::
 
     [project.entry-points."readout.families"]
     geometry = "readout_geometry.family:FAMILY"
 
-The family declares what a built-in family declares (inputs, outputs, score type, decision, metrics,
-serving record, Arrow types) and :attr:`Family.contract`, the version of this plugin contract it was written
-against. For export it also gives its readout as a torch module (:meth:`Family.export_module`, imported only
-by the exporter, so the SDK stays torch-free).
+What a plugin author writes is the small contract of `readout_sdk.families.parts`: a ``Core`` (name, input kind,
+the outputs it reads, a decoder: how records decode) and the optional parts it has (``RecordStatement``,
+``ExporterHooks``, ``Parity``, ``Evaluation``, ``HttpRoutes``, ``Windows``, ``Calibration``), composed into the
+family by `readout_sdk.families.compose.compose`. For export its ``ExporterHooks`` gives its readout as a torch
+module (imported only by the exporter, so the SDK stays torch-free), and may name its own manifest resolver: the
+same part every built-in family extends the exporter through. :attr:`Family.contract` is the version of this
+contract it was written against (a ``Family`` instance written directly is accepted too).
 
 An artifact built with a plugin family states the plugin's package, version and contract in its record
 (``$.plugin``). At load, the plugin must be installed, must be the package the artifact names, and must
@@ -27,6 +30,7 @@ from readout_sdk import input_kinds
 from readout_sdk.errors import AbiError, first_line
 from readout_sdk.families.base import Family
 from readout_sdk.families.contract import CONTRACT, PluginInfo
+from readout_sdk.families.parts import GENERIC_ROUTES
 
 GROUP = "readout.families"     # the entry point group plugins register their families in
 
@@ -96,6 +100,8 @@ def load(name: str, builtin: frozenset[str] = frozenset()) -> Any:
         raise PluginRefused(f"{who}: input kind {family.input_kind!r} is not registered (known: "
                             f"{', '.join(input_kinds.KINDS)}); a plugin's own kind is added with "
                             "readout_sdk.input_kinds.register before its family loads")
+    if not family.http_routes:  # a Family written directly that emptied its routes: POST / needs a first route
+        family.http_routes = GENERIC_ROUTES  # served by the generic typed route, like a family naming none
     family.plugin = PluginInfo(name, package, version, family.contract)
     return family
 

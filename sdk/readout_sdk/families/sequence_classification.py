@@ -26,7 +26,7 @@ class SequenceClassificationFamily(Family):
     problem_type = "single_label_classification"
     head = Head("AutoModelForSequenceClassification", ("logits",), (False,))
     decision = ARGMAX
-    metric_names = ("argmax_agreement", "topk_agreement")
+    metric_names = ("argmax_agreement", "clear_argmax_agreement", "topk_agreement")
     record_keys = ("label", "score", "scores", "truncated", "abstained")
     http_routes = ("/predict",)
     calibrators = ("temperature", "abstention")
@@ -52,6 +52,7 @@ class SequenceClassificationFamily(Family):
         same = [g.label == r.label or (g.abstained == r.abstained and tied)
                 for g, r, tied in zip(got, ref, A.argmax_agree(gs, rs))]
         return {"argmax_agreement": float(np.mean(same)) if same else 1.0,
+                **A.clear_agreement(same, A.clear_leads(rs)),
                 "topk_agreement": A.topk_sets_agree(gs, rs, 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:

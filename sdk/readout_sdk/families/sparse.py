@@ -7,6 +7,7 @@ import numpy as np
 
 from readout_sdk import agreement as A
 from readout_sdk.families.base import Context, Family, Head, TensorSpec
+from readout_sdk.families.parts import builtin_resolver
 from readout_sdk.results import SparseVector
 
 
@@ -23,6 +24,7 @@ class SparseFamily(Family):
     readout_fields = frozenset({"pooling", "rows"})
     takes_roles = True  # asymmetric retrieval: query and document prompts (`readout_sdk.roles`)
     head = Head("AutoModelForMaskedLM", ("logits",), (True,))
+    exporter_hooks = builtin_resolver("resolve_sparse")  # its own manifest fields (`parts.ExporterHooks`)
     stages = ("log1p_relu", "max_pool")
     metric_names = ("term_overlap",)
     record_keys = ("indices", "values", "tokens", "truncated")

@@ -87,17 +87,33 @@ def string(doc: dict[str, Any], name: str, default: str | None = None) -> str | 
     return field(doc, name, lambda v: isinstance(v, str), "a string", default)
 
 
-def texts(doc: dict[str, Any], name: str) -> tuple[list[str], bool]:
-    """A string or a non-empty list of strings: (the strings, whether one string was sent)."""
-    value = field(doc, name, lambda v: isinstance(v, (str, list)), "a string or a list of strings")
+def texts(doc: dict[str, Any], name: str,
+          ids: Callable[[list[int], str], str] | None = None) -> tuple[list[str], bool]:
+    """A string or a non-empty list of strings: (the strings, whether one input was sent). With ``ids``
+    (text-embeddings-inference's ``Input``), a token-id array stands for one input too, alone or in the
+    list: ``ids(array, its JSON path)`` gives its text (`tei_ids`). An empty list is 400 ``Empty`` (TEI's)."""
+    value = field(doc, name, lambda v: isinstance(v, (str, list)),
+                  "a string or a list of strings" + (" or token-id arrays" if ids else ""))
     if isinstance(value, str):
         return [value], True
     if not value:
-        raise Problem("validation", f"$.{name}: the list is empty", f"$.{name}")
+        raise Problem("empty", f"$.{name}: the list is empty", f"$.{name}")
+    if ids is not None and all(_is_id(v) for v in value):  # one token-id array
+        return [ids(value, f"$.{name}")], True
+    out = []
     for i, v in enumerate(value):
-        if not isinstance(v, str):
-            raise Problem("malformed", f"$.{name}[{i}]: expected a string, got {_kind(v)}", f"$.{name}[{i}]")
-    return list(value), False
+        if isinstance(v, str):
+            out.append(v)
+        elif ids is not None and isinstance(v, list) and all(_is_id(t) for t in v):
+            out.append(ids(v, f"$.{name}[{i}]"))
+        else:
+            expected = "a string or a token-id array" if ids else "a string"
+            raise Problem("malformed", f"$.{name}[{i}]: expected {expected}, got {_kind(v)}", f"$.{name}[{i}]")
+    return out, False
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _kind(value: Any) -> str:

@@ -8,7 +8,9 @@ from typing import Any, Sequence
 from readout_sdk.errors import InputRefused
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http.problems import Problem
+from readout_sdk.serving.http.truncation import truncation_side
 from readout_sdk.serving.http.served import Outcome, Served
+from readout_sdk.serving.http.tei_ids import ids_as_text
 
 
 @dataclass
@@ -82,12 +84,13 @@ async def run(request: Any, served: Served, doc: dict[str, Any], items: list[Any
               form: str | None = None, options: dict[str, Any] | None = None) -> Outcome:
     """``items`` through the model with the request's role and ``truncate``; dropped if the client goes."""
     return await served.call(items, where, role=role(doc), form=form, options=options,
-                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None))
+                             disconnected=lambda: disconnected(request), truncate=B.boolean(doc, "truncate", None),
+                             truncation_side=truncation_side(doc))
 
 
 async def run_texts(request: Any, server: Server, route: str) -> tuple[Served, Outcome]:
     """A route whose body is ``{"inputs": text or [texts], ...}``: read, check the family, run."""
     doc = await B.read_json(request, server.options.limits.max_body_bytes)
     served = serves(server.routed(request), route)
-    texts, _ = B.texts(doc, "inputs")
+    texts, _ = B.texts(doc, "inputs", ids_as_text(served))  # TEI's Input: texts or token-id arrays
     return served, await run(request, served, doc, texts, "$.inputs")

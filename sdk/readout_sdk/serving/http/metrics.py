@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from readout_sdk.serving.http.problems import KINDS
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144)
+# `problems.KINDS`, a client gone ("cancelled"), a request not sent in time ("timeout"), a connection over the cap
+ERROR_KINDS = (*KINDS, "cancelled", "timeout", "connections")
 
 
 class Metrics:
@@ -23,6 +27,8 @@ class Metrics:
         self.latency = Histogram("readout_http_request_seconds", "Time from request to response",
                                  ["route", "model"], buckets=LATENCY_BUCKETS, registry=r)
         self.errors = Counter("readout_http_errors", "Requests refused or failed, by kind", ["kind"], registry=r)
+        for kind in ERROR_KINDS:  # every kind's series from the start, at 0: a first refusal adds no series
+            self.errors.labels(kind)
         self.items = Counter("readout_items", "Inputs run by the model", ["model"], registry=r)
         self.batch_items = Histogram("readout_batch_items", "Inputs per model call (merged requests)", ["model"],
                                      buckets=SIZE_BUCKETS, registry=r)

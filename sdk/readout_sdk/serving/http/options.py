@@ -47,3 +47,10 @@ class HttpOptions:
     limits: Limits = field(default_factory=Limits)
     batching: Batching = field(default_factory=Batching)
     drain_timeout_s: float = 30.0  # on SIGTERM: how long in-flight requests may take to finish
+    # what one connection may hold (uvicorn only; `connections`): a request's headers must arrive within
+    # header_timeout_s of its first byte (or of the connection opening), its body within body_timeout_s of
+    # the headers (2 MB, the default body bound, in 30 s needs ~70 kB/s), else 408 and the socket is closed;
+    # beyond max_connections open connections a new one is answered 503 and closed
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 512

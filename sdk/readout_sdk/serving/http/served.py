@@ -108,11 +108,13 @@ class Served:
 
     async def call(self, items: list[Any], where: str, role: str | None = None, form: str | None = None,
                    options: dict[str, Any] | None = None, disconnected: Any = None,
-                   truncate: bool | None = None) -> Outcome:
+                   truncate: bool | None = None, truncation_side: str | None = None, decided: bool = False) -> Outcome:
         """Check, count, queue and run ``items`` (``where``: their JSON path, for refusals); the records in
         order. ``disconnected``: makes an awaitable that finishes when the client goes away (its job is
         then dropped, and nothing is answered). ``truncate=False`` refuses an input the artifact would
-        cut (text-embeddings-inference's option); None or True: the artifact's own policy."""
+        cut (text-embeddings-inference's option); None or True: the artifact's own policy. ``truncation_side``:
+        the end a too-long input is cut from (`Engine.prepare`). ``decided``: the family's typed results in
+        place of its records (QA's top-k answers: a record holds the best one)."""
         limits = self.options.limits
         if len(items) > limits.max_items:
             raise Problem("too_large", f"{where}: {len(items)} inputs, over the limit of {limits.max_items} "
@@ -124,7 +126,7 @@ class Served:
         applied = self.role(role, "$.role" if role is not None else where)
         name = applied.name if applied is not None else None
         try:  # the one tokenization of this request: counted here, run as it is
-            prepared = await self.off_loop(lambda: self.engine.prepare(items, role=name))
+            prepared = await self.off_loop(lambda: self.engine.prepare(items, role=name, truncation_side=truncation_side))
         except Exception as e:
             raise from_sdk(e, where) from None
         tokens, truncated = prepared.token_counts, prepared.truncated
@@ -136,21 +138,24 @@ class Served:
             raise Problem("too_large", f"{where}: {sum(tokens)} tokens, over the limit of {limits.max_tokens} "
                                        "per request (--max-tokens)", where)
         # queued whole, run in slices beside other requests' (`batcher`): results come back in input order
-        job = Job(key=(name, form, tuple(sorted((options or {}).items()))), items=prepared, token_counts=tokens,
-                  run=self._runner(form, options or {}))
+        job = Job(key=(name, form, decided, tuple(sorted((options or {}).items()))), items=prepared,
+                  token_counts=tokens, run=self._runner(form, options or {}, decided))
         records = await self._submit(job, where, disconnected)
         return Outcome(list(records), sum(tokens), truncated)
 
-    def _runner(self, form: str | None, options: dict[str, Any]) -> Callable[[list[PreparedItems]], list[Any]]:
+    def _runner(self, form: str | None, options: dict[str, Any],
+                decided: bool = False) -> Callable[[list[PreparedItems]], list[Any]]:
         """Runs one batch: slices of several requests' prepared items (``prepared[lo:hi]``; one role, as the
-        batcher batches requests of one key together) as one SDK call, one record per input, in order."""
+        batcher batches requests of one key together) as one SDK call, one record (or, ``decided``, one typed
+        result) per input, in order."""
         engine, family = self.engine, self.family
 
         def run(prepared: list[PreparedItems]) -> list[Any]:
             joined = prepared[0] if len(prepared) == 1 else PreparedItems.join(prepared)
             if form is not None:
                 return family.records(engine.embed(joined, form=form))
-            return family.records(engine.decide(joined, **options))
+            results = engine.decide(joined, **options)
+            return results if decided else family.records(results)
         return run
 
     async def _submit(self, job: Job, where: str, disconnected: Any) -> Sequence[dict[str, Any]]:

@@ -1,7 +1,10 @@
 """Token arrays in place of text (OpenAI's ``input`` may be token ids), accepted only when exact.
 
 An array is this model's own token ids for one input's content, as ``/tokenize`` returns them with
-``add_special_tokens: false``: never OpenAI's (tiktoken) ids, which mean other tokens. The ids are
+``add_special_tokens: false``: never OpenAI's (tiktoken) ids, which mean other tokens. What is checked here
+is only that the ids are this model's and exact; that cannot tell OpenAI's ids apart (cl100k's
+``[15339, 1917]`` are valid ids here and re-encode exactly), so the OpenAI route takes arrays only when the
+request says they are this model's own (``openai_routes``). The ids are
 decoded with the artifact's tokenizer and accepted only if that text encodes back to exactly these ids;
 the text then runs like any other, under the record's input policy (special tokens, role prompt,
 truncation). So an accepted array gives exactly the vector of the text it stands for, and anything else
