@@ -26,7 +26,8 @@ class PreparedItems:
     ``token_counts``: per item, the tokens the model runs for it (all parts, special tokens, a role's prompt
     and expansion rows included). ``truncated``: per item, whether it was cut at the record's ``max_length``.
     Pass it to any of the engine's calls in place of the items (``engine.embed(prepared)``) or to
-    ``engine.execute`` / ``engine.decode``; several requests' items merge with :meth:`join`.
+    ``engine.execute`` / ``engine.decode``; ``prepared[lo:hi]`` is a share of them, and several requests'
+    items (or shares) merge with :meth:`join`.
 
     The run and decode steps fill ``outputs`` (per item, each part's raw named outputs) and ``results``
     (per item, the family's decision) by index; ``ready`` lists items whose parts all ran, not yet decided.
@@ -53,6 +54,18 @@ class PreparedItems:
     def token_counts(self) -> list[int]:
         """Per item, the tokens the model runs for it (every part's rows, a query's expansion rows included)."""
         return [sum(len(enc.ids) + p.expansion_rows for p in ps for enc in p.encodings) for ps in self.parts]
+
+    def __getitem__(self, cut: slice) -> "PreparedItems":
+        """Items ``cut`` (a step-1 slice) as their own prepared set, sharing their parts: a share of a large
+        request that a server runs in one batch beside other requests' shares."""
+        if not isinstance(cut, slice) or cut.step not in (None, 1):
+            raise TypeError("PreparedItems takes a slice of items (prepared[lo:hi])")
+        lo, hi, _ = cut.indices(len(self))
+        hi = max(lo, hi)
+        out = PreparedItems(hi - lo, self.role, self.start + lo)
+        out.items = self.items[lo:hi]
+        out.place(range(hi - lo), self.parts[lo:hi])
+        return out
 
     def role_for(self, asked: str | None, applied: Role | None) -> Role | None:
         """The role these items run under: their own; a call naming another (``asked``, resolved as

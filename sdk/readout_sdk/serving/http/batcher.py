@@ -1,25 +1,29 @@
-"""Concurrent requests merged into model calls, with a bounded queue (one Batcher per served model).
+"""Concurrent requests cut into fair batches, with a bounded queue (one Batcher per served model).
 
-Requests (jobs) whose calls are the same (``key``: the call, the role, the vector form, the options)
-are merged in arrival order until the batch holds ``max_batch_items`` inputs or ``max_batch_tokens``
-tokens, or ``max_wait_ms`` passed since the oldest waiting job arrived; the merged inputs run in one
-SDK call (which sorts them by length into its own padded batches) on the model's one worker thread, so
-the event loop keeps accepting and parsing while the model runs. Overload is refused at admission
-(:class:`Overloaded`), never buffered. A job whose client went away before its batch ran is dropped; a
-running batch cannot be interrupted, so its result is discarded. If a merged call is refused (one
-request's input the up-front checks let through), each job runs alone so only that request fails.
+Requests (jobs) are queued whole and run in slices: each batch takes the next inputs of one or more waiting
+requests of one call (``key``: the call, the role, the vector form, the options) up to ``max_batch_items``
+inputs or ``max_batch_tokens`` tokens, least-served request first (`readout_sdk.serving.http.schedule`), so
+a small request waits at most for the batch in flight, never for a large request's every input. A batch
+runs as one SDK call (which sorts its inputs by length into its own padded batches) on the model's one
+worker thread, so the event loop keeps accepting and parsing while the model runs; a batch that is not
+full waits up to ``max_wait_ms`` after its oldest request arrived for company. Overload is refused at
+admission (:class:`Overloaded`), never buffered. A request whose client went away is dropped with its
+remaining inputs; a running batch cannot be interrupted, so its share of that batch is discarded. If a
+batch is refused (one request's input the up-front checks let through), each slice runs alone so only that
+request fails.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence, Sized
+from typing import Any, Sequence
 
 from readout_sdk.errors import InputRefused, SdkError
 from readout_sdk.serving.http.options import Batching
+from readout_sdk.serving.http.schedule import Job, Schedule, Slice, Waiting
+
+__all__ = ["Batcher", "Closed", "Job", "Overloaded", "REFUSALS"]
 
 REFUSALS = (InputRefused, TypeError, ValueError)
 
@@ -32,27 +36,15 @@ class Closed(SdkError, RuntimeError):
     """The batcher was closed (the server is stopping; answered 503)."""
 
 
-@dataclass
-class Job:
-    """One request's inputs for one call (``items``: anything with a length, e.g. `PreparedItems`): ``run``
-    maps several jobs' items (in order) to one result per input, in order."""
-
-    key: Hashable
-    items: Sized
-    tokens: int
-    run: Callable[[list[Any]], Sequence[Any]]
-    future: asyncio.Future = field(default=None)  # type: ignore[assignment]
-    arrived: float = field(default_factory=time.monotonic)
-
-
 class Batcher:
-    """Merges jobs for one model and runs them on one worker thread."""
+    """Queues jobs for one model and runs them in fair batches on one worker thread."""
 
     def __init__(self, model: str, options: Batching, metrics: Any = None):
         self.model = model
         self.options = options
         self.metrics = metrics
-        self._queue: deque[Job] = deque()
+        self._schedule = Schedule()
+        self._running: list[Slice] = []  # the batch in flight (its requests are answered when it lands)
         self._queued_items = 0
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
@@ -61,13 +53,16 @@ class Batcher:
 
     @property
     def queued_items(self) -> int:
+        """Inputs admitted and not yet in a batch."""
         return self._queued_items
 
     async def submit(self, job: Job) -> Sequence[Any]:
-        """Queue ``job`` and wait for its results; :class:`Overloaded` at once when the queue is full.
-        Cancelling the waiting task drops the job if its batch has not started."""
+        """Queue ``job`` and wait for its results, in order; :class:`Overloaded` at once when the queue is
+        full. Cancelling the waiting task drops the job's inputs not yet in a batch."""
         if self._closed:
             raise Closed("the server is stopping")
+        if not len(job.items):
+            return []
         # an empty queue admits any request the per-request limits allowed: a bound below one request's
         # size would refuse it forever
         if self._queued_items and self._queued_items + len(job.items) > self.options.max_queue_items:
@@ -75,11 +70,14 @@ class Batcher:
                              f"(--max-queue-items {self.options.max_queue_items})")
         self._start()
         job.future = asyncio.get_running_loop().create_future()
-        self._queue.append(job)
+        self._schedule.add(job)
         self._count(len(job.items))
         assert self._wake is not None
         self._wake.set()
-        return await job.future
+        try:
+            return await job.future
+        finally:  # answered, failed or cancelled: its inputs still waiting never run (and stop counting now)
+            self._count(-self._schedule.drop_gone())
 
     def _start(self) -> None:
         if self._loop_task is None:  # on first use, inside the server's event loop (uvicorn or Ray Serve)
@@ -88,41 +86,37 @@ class Batcher:
 
     def _count(self, delta: int) -> None:
         self._queued_items += delta
-        if self.metrics is not None:
+        if self.metrics is not None and delta:
             self.metrics.queue_items.labels(self.model).set(self._queued_items)
 
     async def _loop(self) -> None:
         assert self._wake is not None
         loop = asyncio.get_running_loop()
         while True:
-            self._drop_cancelled()
-            if not self._queue:
+            self._count(-self._schedule.drop_gone())
+            if not self._schedule:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            await self._fill(loop)
-            jobs = self._take()
-            if not jobs:
+            await self._fill()
+            self._count(-self._schedule.drop_gone())
+            batch = self._schedule.take(self.options.max_batch_items, self.options.max_batch_tokens)
+            if not batch:
                 continue
-            if self.metrics is not None:
-                now = time.monotonic()
-                for j in jobs:
-                    self.metrics.queue_seconds.labels(self.model).observe(now - j.arrived)
-                self.metrics.batch(self.model, len(jobs), sum(len(j.items) for j in jobs), sum(j.tokens for j in jobs))
-            outcomes = await loop.run_in_executor(self._worker, _run_merged, jobs)
-            for job, outcome in zip(jobs, outcomes):
-                if job.future.done():  # the client went away while its batch ran
-                    continue
-                if isinstance(outcome, BaseException):
-                    job.future.set_exception(outcome)
-                else:
-                    job.future.set_result(outcome)
+            self._count(-sum(s.hi - s.lo for s in batch))
+            self._observe(batch)
+            # the next batch is taken only after this one ran, so a request that arrives meanwhile is in it
+            self._running = batch
+            outcomes = await loop.run_in_executor(self._worker, run_batch, batch)
+            self._running = []
+            for piece, outcome in zip(batch, outcomes):
+                _settle(piece, outcome)
 
-    async def _fill(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Wait (at most until max_wait_ms after the oldest job arrived) while the batch is not full."""
+    async def _fill(self) -> None:
+        """Wait (at most until max_wait_ms after the oldest request arrived) while the batch is not full."""
         assert self._wake is not None
-        deadline = self._queue[0].arrived + self.options.max_wait_ms / 1000.0
-        while not self._full():
+        deadline = self._schedule.oldest + self.options.max_wait_ms / 1000.0
+        while not self._schedule.full(self.options.max_batch_items, self.options.max_batch_tokens):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -132,49 +126,23 @@ class Batcher:
             except asyncio.TimeoutError:
                 return
 
-    def _full(self) -> bool:
-        key = self._queue[0].key
-        items = tokens = 0
-        for job in self._queue:
-            if job.key == key and not job.future.done():
-                items += len(job.items)
-                tokens += job.tokens
-        return items >= self.options.max_batch_items or tokens >= self.options.max_batch_tokens
-
-    def _take(self) -> list[Job]:
-        """The oldest job and the later ones with its key that fit the bounds, in arrival order."""
-        self._drop_cancelled()
-        if not self._queue:
-            return []
-        first = self._queue[0]
-        taken, kept = [], deque()
-        items = tokens = 0
-        for job in self._queue:
-            fits = (not taken) or (items + len(job.items) <= self.options.max_batch_items
-                                   and tokens + job.tokens <= self.options.max_batch_tokens)
-            if job.key == first.key and fits:
-                taken.append(job)
-                items += len(job.items)
-                tokens += job.tokens
-            else:
-                kept.append(job)
-        self._queue = kept
-        self._count(-items)
-        return taken
-
-    def _drop_cancelled(self) -> None:
-        if any(j.future.done() for j in self._queue):
-            dropped = sum(len(j.items) for j in self._queue if j.future.done())
-            self._queue = deque(j for j in self._queue if not j.future.done())
-            self._count(-dropped)
+    def _observe(self, batch: list[Slice]) -> None:
+        """Batch sizes, and how long each request waited for its first batch."""
+        if self.metrics is None:
+            return
+        now = time.monotonic()
+        for piece in batch:
+            if piece.lo == 0:
+                self.metrics.queue_seconds.labels(self.model).observe(now - piece.waiting.job.arrived)
+        self.metrics.batch(self.model, len(batch), sum(s.hi - s.lo for s in batch), sum(s.tokens for s in batch))
 
     async def close(self) -> None:
         """Refuse new jobs, fail the waiting ones, stop the loop and the worker thread."""
         self._closed = True
-        for job in self._queue:
-            if not job.future.done():
-                job.future.set_exception(Closed("the server is stopping"))
-        self._queue.clear()
+        # the waiting requests, and those whose last slice is in flight (the loop stops before it lands)
+        for waiting in [*self._schedule.drop_all(), *(piece.waiting for piece in self._running)]:
+            if not waiting.gone:
+                waiting.job.future.set_exception(Closed("the server is stopping"))
         self._queued_items = 0
         if self._loop_task is not None:
             self._loop_task.cancel()
@@ -182,29 +150,46 @@ class Batcher:
                 await self._loop_task
             except (asyncio.CancelledError, Exception):
                 pass
-        self._worker.shutdown(wait=True)
+        # a batch still running finishes on the worker thread; wait for it off the loop, which keeps serving
+        await asyncio.to_thread(self._worker.shutdown, True)
 
 
-def _run_merged(jobs: list[Job]) -> list[Sequence[Any] | BaseException]:
-    """Run the jobs' inputs in one call; if that is refused, each job alone, so one bad request fails
-    alone. Runs on the worker thread."""
+def _settle(piece: Slice, outcome: Sequence[Any] | BaseException) -> None:
+    """A slice's outcome into its request: a failure answers the request (its other slices are then
+    dropped); results are kept in order, and the last slice answers it."""
+    waiting: Waiting = piece.waiting
+    if waiting.gone:  # the client went away while its slice ran, or an earlier slice failed
+        return
+    if isinstance(outcome, BaseException):
+        waiting.job.future.set_exception(outcome)
+        return
+    waiting.results.extend(outcome)  # slices of one request run one batch after another, in order
+    if piece.last:
+        waiting.job.future.set_result(waiting.results)
+
+
+def run_batch(batch: list[Slice]) -> list[Sequence[Any] | BaseException]:
+    """Run the slices' inputs in one call: per slice, its results in order or what failed it. If the call
+    is refused, each slice alone, so one bad request fails alone. Runs on the worker thread."""
+    run = batch[0].waiting.job.run  # jobs of one key run the same way
     try:
-        results = list(jobs[0].run([job.items for job in jobs]))
+        results = list(run([piece.items for piece in batch]))
     except REFUSALS as e:
-        if len(jobs) == 1:
+        if len(batch) == 1:
             return [e]
-        return [_alone(job) for job in jobs]
+        return [_alone(piece) for piece in batch]
     except Exception as e:  # a runtime fault: every request of the batch learns of it
-        return [e] * len(jobs)
+        return [e] * len(batch)
     out: list[Sequence[Any] | BaseException] = []
-    for job in jobs:
-        out.append(results[:len(job.items)])
-        results = results[len(job.items):]
+    for piece in batch:
+        n = piece.hi - piece.lo
+        out.append(results[:n])
+        results = results[n:]
     return out
 
 
-def _alone(job: Job) -> Sequence[Any] | BaseException:
+def _alone(piece: Slice) -> Sequence[Any] | BaseException:
     try:
-        return list(job.run([job.items]))
+        return list(piece.waiting.job.run([piece.items]))
     except Exception as e:
         return e

@@ -25,8 +25,8 @@ class Batching:
     """How concurrent requests are merged, and how much may wait.
 
     A batch closes when it holds ``max_batch_items`` inputs or ``max_batch_tokens`` tokens, or
-    ``max_wait_ms`` after its first request arrived, whichever comes first (a request is never split:
-    one larger than a bound runs as its own batch). At most ``max_queue_items`` inputs wait; a request
+    ``max_wait_ms`` after its first request arrived, whichever comes first (a larger request is cut into
+    several batches, interleaved with other requests'; an input over the token bound runs alone). At most ``max_queue_items`` inputs wait; a request
     that would exceed that is answered 429 at once with ``Retry-After``, so overload never grows memory."""
 
     max_batch_items: int = 64

@@ -1,19 +1,20 @@
 """One artifact behind the server: its engine, its name, its batcher, and the one way a route runs it.
 
-Every route turns its request into SDK inputs and calls :meth:`Served.call`, which prepares them once with
-the engine's public prepare step (`Engine.prepare`: the family's own checks, so a bad input is refused before
-it can share a batch; tokenizing and windowing), on a small pool of tokenization threads so the event loop
-never tokenizes. The prepared items carry the tokens the model will run (the per-request and per-batch token
-bounds, and OpenAI's ``usage``) and their truncation flags; they are queued as they are and run without
-being tokenized again, returning the family's serving records (`readout_sdk.serving.records`: the same
-records Triton and Ray return) or, for embeddings in a declared vector form, the vectors of that form.
+Every route turns its request into SDK inputs and calls :meth:`Served.call`, which prepares them once with the
+engine's public prepare step (`Engine.prepare`: the family's own checks, so a bad input is refused before it
+can share a batch; tokenizing and windowing), on a small pool of tokenization threads so the event loop never
+tokenizes. The prepared items carry the tokens the model will run (the per-request and per-batch token bounds,
+and OpenAI's ``usage``) and their truncation flags; they are queued as they are, cut into batches beside other
+requests' inputs (`readout_sdk.serving.http.batcher`) and run without being tokenized again, returning the
+family's serving records (`readout_sdk.serving.records`: the same records Triton and Ray return) or, for
+embeddings in a declared vector form, the vectors of that form.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -21,7 +22,7 @@ from readout_sdk.engine import PreparedItems
 
 from readout_sdk.errors import SdkError
 from readout_sdk.serving.http.batcher import Batcher, Closed, Job, Overloaded
-from readout_sdk.serving.http.options import HttpOptions
+from readout_sdk.serving.http.options import Batching, HttpOptions
 from readout_sdk.serving.http.problems import Problem, from_sdk
 from readout_sdk.serving.http.tokens import TokenText
 from readout_sdk.serving.triton_model import model_name
@@ -54,7 +55,7 @@ class Served:
         self.engine = engine
         self.family = engine.family_spec
         self.options = options
-        self.batcher = Batcher(name, options.batching, metrics)
+        self.batcher = Batcher(name, engine_sized(options.batching, engine), metrics)
         self.metrics = metrics
         output = engine.abi["output"]  # what the record states of the vectors (None for other families)
         self.width: int | None = output.get("dim")  # the full vector's width
@@ -136,14 +137,17 @@ class Served:
         if sum(tokens) > limits.max_tokens:
             raise Problem("too_large", f"{where}: {sum(tokens)} tokens, over the limit of {limits.max_tokens} "
                                        "per request (--max-tokens)", where)
-        job = Job(key=(name, form, decided, tuple(sorted((options or {}).items()))), items=prepared, tokens=sum(tokens),
-                  run=self._runner(form, options or {}, decided))
+        # queued whole, run in slices beside other requests' (`batcher`): results come back in input order
+        job = Job(key=(name, form, decided, tuple(sorted((options or {}).items()))), items=prepared,
+                  token_counts=tokens, run=self._runner(form, options or {}, decided))
         records = await self._submit(job, where, disconnected)
         return Outcome(list(records), sum(tokens), truncated)
 
     def _runner(self, form: str | None, options: dict[str, Any],
                 decided: bool = False) -> Callable[[list[PreparedItems]], list[Any]]:
-        """Runs several jobs' prepared items (one role: the batcher merges jobs of one key) as one call."""
+        """Runs one batch: slices of several requests' prepared items (``prepared[lo:hi]``; one role, as the
+        batcher batches requests of one key together) as one SDK call, one record (or, ``decided``, one typed
+        result) per input, in order."""
         engine, family = self.engine, self.family
 
         def run(prepared: list[PreparedItems]) -> list[Any]:
@@ -162,7 +166,7 @@ class Served:
         finally:
             for w in waits - {work}:
                 w.cancel()
-        if work not in done:  # the client went away: drop its job (or its running batch's answer)
+        if work not in done:  # the client went away: drop its inputs not yet run (and its running slice's answer)
             work.cancel()
             if self.metrics is not None:
                 self.metrics.cancelled.labels(self.name).inc()
@@ -187,6 +191,15 @@ class Served:
 
 class ClientGone(SdkError, ConnectionError):
     """The client disconnected before its answer; nothing is sent."""
+
+
+def engine_sized(batching: Batching, engine: Any) -> Batching:
+    """The server's batch bounds, within one of the engine's own batches (its device's ``batch_size`` and
+    ``max_batch_tokens``: 32 inputs and 2,048 tokens on a CPU, 256 and 65,536 on a GPU). The engine would
+    cut a larger call into such batches anyway, and the whole call answers only when its last one ran: a
+    batch the size of one graph run is what lets a small request wait for one run, not several."""
+    return replace(batching, max_batch_items=min(batching.max_batch_items, engine.batch_size),
+                   max_batch_tokens=min(batching.max_batch_tokens, engine.max_batch_tokens))
 
 
 def _characters(item: Any) -> int:

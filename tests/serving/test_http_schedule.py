@@ -1,0 +1,224 @@
+"""The HTTP server's fair batching, without a model: the scheduling policy (`schedule.Schedule`) and the
+batcher's loop (`batcher.Batcher`) driven by a fake runner that records every batch it is handed.
+
+Oracle: the fake runner's own mapping (each input ``x`` answers ``x.upper()``), and the order in which the
+test itself submitted, blocked and cancelled requests. Nothing here measures time: a batch in flight is held
+on a threading event until the test has queued what it wants behind it."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from readout_sdk.serving.http.batcher import Batcher, Closed, Overloaded
+from readout_sdk.serving.http.options import Batching
+from readout_sdk.serving.http.schedule import Job, Schedule
+
+
+class FakeRunner:
+    """Answers each input with its upper case; records each batch (the shares it got, in order). The first
+    ``hold`` calls wait for :attr:`gate` after saying they started, so a test can queue work behind them."""
+
+    def __init__(self, hold: int = 0, refuse: str | None = None):
+        self.batches: list[list[list[str]]] = []
+        self.started = threading.Event()
+        self.gate = threading.Event()
+        self.hold = hold
+        self.refuse = refuse
+
+    def __call__(self, shares: list[list[str]]) -> list[str]:
+        self.batches.append([list(s) for s in shares])
+        if len(self.batches) <= self.hold:
+            self.started.set()
+            assert self.gate.wait(30), "the test never released the batch"
+        flat = [x for s in shares for x in s]
+        if self.refuse is not None and self.refuse in flat:
+            raise ValueError(f"input {self.refuse!r} refused")
+        return [x.upper() for x in flat]
+
+    def flat(self, k: int) -> list[str]:
+        return [x for share in self.batches[k] for x in share]
+
+
+def job(name: str, n: int, runner: FakeRunner, key: str = "embed", tokens: list[int] | None = None) -> Job:
+    return Job(key=key, items=[f"{name}{i}" for i in range(n)], token_counts=tokens or [1] * n, run=runner)
+
+
+def batching(**kw) -> Batching:
+    return Batching(**{"max_batch_items": 16, "max_batch_tokens": 10 ** 6, "max_wait_ms": 0.0, **kw})
+
+
+async def started(runner: FakeRunner) -> None:
+    assert await asyncio.to_thread(runner.started.wait, 30)
+
+
+# ---- the batcher's loop ----------------------------------------------------------------------------
+def test_a_small_request_runs_in_the_next_batch_not_after_the_large_one():
+    runner = FakeRunner(hold=1)
+
+    async def scenario():
+        b = Batcher("m", batching())
+        large = asyncio.create_task(b.submit(job("L", 400, runner)))
+        await started(runner)  # the large request's first batch is running
+        small = asyncio.create_task(b.submit(job("S", 1, runner)))
+        await asyncio.sleep(0)  # queued behind the batch in flight
+        runner.gate.set()
+        out = await asyncio.gather(large, small)
+        await b.close()
+        return out
+
+    large, small = asyncio.run(scenario())
+    assert small == ["S0"]
+    assert large == [f"L{i}" for i in range(400)]  # whole, in order, though run in 26 slices
+    assert runner.flat(0) == [f"L{i}" for i in range(16)]
+    assert "S0" in runner.flat(1)  # the very next batch, not the 26th
+    assert all(len(runner.flat(k)) <= 16 for k in range(len(runner.batches)))
+    assert sorted(x for k in range(len(runner.batches)) for x in runner.flat(k)) == sorted(
+        [f"L{i}" for i in range(400)] + ["S0"])  # every input ran exactly once
+
+
+def test_a_cancelled_requests_remaining_slices_never_run():
+    runner = FakeRunner(hold=1)
+
+    async def scenario():
+        b = Batcher("m", batching())
+        large = asyncio.create_task(b.submit(job("L", 400, runner)))
+        await started(runner)
+        large.cancel()  # the client went away while its first slice ran
+        await asyncio.wait([large])
+        waiting = b.queued_items
+        runner.gate.set()
+        after = await b.submit(job("P", 2, runner))  # the model is free for the next request
+        await b.close()
+        return waiting, after, large
+
+    waiting, after, large = asyncio.run(scenario())
+    assert large.cancelled() and waiting == 0  # its 384 waiting inputs left the queue at once
+    assert after == ["P0", "P1"]
+    assert [runner.flat(k) for k in range(len(runner.batches))] == [[f"L{i}" for i in range(16)], ["P0", "P1"]]
+
+
+def test_a_refused_input_fails_only_its_own_request():
+    runner = FakeRunner(refuse="B0")
+
+    async def scenario():
+        b = Batcher("m", batching(max_wait_ms=50.0))
+        jobs = [job("A", 2, runner), job("B", 2, runner), job("C", 1, runner)]
+        out = await asyncio.gather(*(b.submit(j) for j in jobs), return_exceptions=True)
+        await b.close()
+        return out
+
+    a, bad, c = asyncio.run(scenario())
+    assert runner.batches[0] == [["A0", "A1"], ["B0", "B1"], ["C0"]]  # they shared one call, which was refused
+    assert a == ["A0", "A1"] and c == ["C0"]
+    assert isinstance(bad, ValueError) and "B0" in str(bad)
+
+
+def test_the_queue_bound_counts_inputs_not_yet_in_a_batch():
+    runner = FakeRunner(hold=1)
+
+    async def scenario():
+        b = Batcher("m", batching(max_batch_items=4, max_queue_items=10))
+        first = asyncio.create_task(b.submit(job("A", 8, runner)))
+        await started(runner)  # 4 of its inputs run, 4 wait
+        waiting = b.queued_items
+        with pytest.raises(Overloaded, match="--max-queue-items 10"):
+            await b.submit(job("B", 7, runner))
+        fits = asyncio.create_task(b.submit(job("C", 6, runner)))
+        await asyncio.sleep(0)
+        runner.gate.set()
+        out = await asyncio.gather(first, fits)
+        await b.close()
+        return waiting, out
+
+    waiting, (a, c) = asyncio.run(scenario())
+    assert waiting == 4
+    assert a == [f"A{i}" for i in range(8)] and c == [f"C{i}" for i in range(6)]
+
+
+def test_closing_fails_the_waiting_requests_and_the_one_whose_last_slice_is_in_flight():
+    runner = FakeRunner(hold=1)
+
+    async def scenario():
+        b = Batcher("m", batching(max_batch_items=4))
+        running = asyncio.create_task(b.submit(job("R", 3, runner)))  # one slice: it is all in flight
+        await started(runner)
+        waiting = asyncio.create_task(b.submit(job("W", 8, runner)))
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(b.close())
+        out = await asyncio.gather(running, waiting, return_exceptions=True)
+        runner.gate.set()
+        await closing
+        with pytest.raises(Closed):
+            await b.submit(job("N", 1, runner))
+        return out
+
+    running, waiting = asyncio.run(scenario())
+    assert isinstance(running, Closed) and isinstance(waiting, Closed)
+    assert len(runner.batches) == 1  # nothing ran after the close
+
+
+# ---- the policy ------------------------------------------------------------------------------------
+def cut(schedule: Schedule, items: int = 16, tokens: int = 10 ** 6) -> list[list[str]]:
+    """Every batch the schedule hands out, as each slice's inputs, until it is empty."""
+    out = []
+    while schedule:
+        out.append([x for s in schedule.take(items, tokens) for x in s.items])
+    return out
+
+
+def test_two_large_requests_alternate_and_share_the_last_batch():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("A", 40, runner))
+    s.add(job("B", 40, runner))
+    got = cut(s)
+    a, b = [f"A{i}" for i in range(40)], [f"B{i}" for i in range(40)]
+    # the older first, then half of each batch each, until it is done
+    assert got == [a[:16], a[16:24] + b[:8], a[24:32] + b[8:16], a[32:] + b[16:24], b[24:]]
+
+
+def test_the_oldest_request_progresses_under_a_stream_of_newcomers():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("L", 40, runner))
+    for k in range(6):
+        s.add(job(f"S{k}-", 16, runner))
+    got = cut(s)
+    large = [[x for x in batch if x.startswith("L")] for batch in got]
+    ls = [f"L{i}" for i in range(40)]
+    # first alone as the oldest and least served, then half of each batch although 96 newcomer inputs wait
+    assert large[:4] == [ls[:16], ls[16:24], ls[24:32], ls[32:]]
+    assert all(len(batch) == 16 for batch in got[:-1])  # the other half went to the newcomers
+
+
+def test_requests_of_different_calls_never_share_a_batch():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("Q", 3, runner, key="query"))
+    s.add(job("D", 3, runner, key="document"))
+    s.add(job("E", 2, runner, key="query"))
+    assert cut(s) == [["Q0", "Q1", "Q2", "E0", "E1"], ["D0", "D1", "D2"]]
+
+
+def test_batches_keep_to_the_token_budget_and_an_oversized_input_runs_alone():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("A", 5, runner, tokens=[4, 4, 4, 20, 1]))
+    batches = []
+    while s:
+        batches.append([(x.lo, x.hi, x.tokens) for x in s.take(100, 10)])
+    assert batches == [[(0, 2, 8)], [(2, 3, 4)], [(3, 4, 20)], [(4, 5, 1)]]
+
+
+def test_a_gone_request_is_dropped_with_its_waiting_inputs():
+    runner, s = FakeRunner(), Schedule()
+    a, b = job("A", 40, runner), job("B", 3, runner)
+    s.add(a)
+    s.add(b)
+    s.take(16, 10 ** 6)  # A's first slice
+    loop = asyncio.new_event_loop()
+    try:
+        a.future, b.future = loop.create_future(), loop.create_future()
+        a.future.cancel()
+        assert s.drop_gone() == 24 and s.items == 3
+        assert cut(s) == [["B0", "B1", "B2"]]
+    finally:
+        loop.close()
