@@ -41,15 +41,8 @@ def _installs(text: str) -> list[tuple[int, list[str]]]:
     return [(m.start(), _targets(m.group(1))) for m in PIP_INSTALL.finditer(text)]
 
 
-# docs/serving.md is another helper's this session (issue 48); its three `pip install 'readout-export[...]'`
-# lines are fixed at merge, and strict=True fails this mark the moment they are, so it cannot outlive them
-PENDING = {"docs/serving.md": "serving.md's install lines are fixed at merge (another helper's file this session)"}
-
-
 def _page_param(page):
-    name = page.relative_to(ROOT).as_posix()
-    marks = [pytest.mark.xfail(strict=True, reason=PENDING[name])] if name in PENDING else []
-    return pytest.param(page, id=name, marks=marks)
+    return pytest.param(page, id=page.relative_to(ROOT).as_posix())
 
 
 @pytest.mark.parametrize("page", [_page_param(p) for p in DOCS])

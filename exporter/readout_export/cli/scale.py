@@ -128,7 +128,8 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(min=0, max=65535),
               help="Port to listen on (0: any free port; the ready line says which).")
 @click.option("--api-key", envvar="READOUT_API_KEY", show_envvar=True,
-              help="Bearer token every route but /health requires (default: none).")
+              help="Bearer token every model and metrics route requires (not /health, /ping, GET /, /openapi.json, "
+                   "/docs; default: none).")
 @click.option("--cors-origin", "cors_origins", multiple=True,
               help="An origin whose browser pages may call the server (repeatable; default: CORS off).")
 @click.option("--max-items", default=2048, show_default=True, type=click.IntRange(min=1), help="Inputs per request.")
@@ -199,7 +200,8 @@ def serve_http(artifacts: tuple[str, ...], host: str, port: int, api_key: str | 
 
     def ready(url: str, routes: dict[str, list[str]]) -> None:
         click.echo(f"serving {', '.join(artifacts)} at {url} ({_advertised(url, routes)}); auth: "
-                   + ("a bearer token on every route but /health" if options.api_key else "none (no --api-key)"),
+                   + ("a bearer token on every model and metrics route (not /health, /ping, GET /, /openapi.json, /docs)"
+                      if options.api_key else "none (no --api-key)"),
                    err=True)
 
     run_command(debug, False, lambda: run(list(artifacts), options, ready, **kwargs))

@@ -42,6 +42,9 @@ async def answer(request: Any, server: Server, handlers: dict[str, Handler]) -> 
     route = (model.family.http_routes or ("/records",))[0]  # a family without routes: the generic records
     task = TASKS.get(route)
     if task is None:
+        if route not in handlers:  # a plugin's HttpRoutes may name a route this server does not have
+            raise Problem("not_supported", f"POST /: model {model.name!r} is a {model.family.name} model whose first "
+                                           f"route {route} is not served here; send its inputs to /records")
         return await handlers[route](request, server)
     return await task(request, server, await B.read_json(request, server.options.limits.max_body_bytes))
 

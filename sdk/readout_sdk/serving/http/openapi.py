@@ -131,10 +131,10 @@ async def serve_document(request: Any, server: Any) -> Any:
 
 _PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>readout-export serve-http: API</title>
-<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"></head>
+<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui.css"></head>
 <body><div id="ui"></div>
 <noscript>The API is described by <a href="openapi.json">openapi.json</a> (OpenAPI 3.0).</noscript>
-<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui-bundle.js"></script>
 <script>SwaggerUIBundle({url: "openapi.json", dom_id: "#ui"});</script>
 </body></html>
 """

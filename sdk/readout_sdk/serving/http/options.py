@@ -42,7 +42,9 @@ class HttpOptions:
 
     host: str = "127.0.0.1"   # loopback unless asked: exposing a model is a deliberate choice
     port: int = 8080
-    api_key: str | None = None  # bearer token checked on every route but /health; None: no authentication
+    # bearer token checked on every model and metrics route (not /health, /ping, GET /, /openapi.json, /docs);
+    # None: no authentication
+    api_key: str | None = None
     cors_origins: tuple[str, ...] = ()  # CORS is off unless origins are named
     limits: Limits = field(default_factory=Limits)
     batching: Batching = field(default_factory=Batching)
