@@ -69,3 +69,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def loaded(shared: Any, served: dict[str, str]) -> Any:
+    """The SDK engines of ``served`` (``{name: shared artifact key}``), the oracle the server's answers are held
+    to; a generator for a module fixture (closes them at the end)."""
+    import readout_sdk
+
+    out = {name: readout_sdk.load(shared(key)[1]) for name, key in served.items()}
+    yield out
+    for e in out.values():
+        e.close()
+
+
+def serving(shared: Any, served: dict[str, str], key: str) -> Any:
+    """A server of ``served`` behind API key ``key``; a generator for a module fixture (stops it, exit 0)."""
+    with HttpServer([f"{name}={shared(k)[1]}" for name, k in served.items()], "--api-key", key) as s:
+        yield s
+        assert s.stop() == 0, s.lines[-5:]

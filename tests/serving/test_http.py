@@ -17,9 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-import readout_sdk
 from helpers.corpus import PAIRS, TEXTS
-from helpers.http_server import HttpServer
+from helpers.http_server import HttpServer, loaded, serving
 
 KEY = "test-key-123"
 SERVED = {"minilm": "embedding", "asym": "roles", "splade": "sparse", "cross": "cross", "sentiment": "classify",
@@ -28,17 +27,12 @@ SERVED = {"minilm": "embedding", "asym": "roles", "splade": "sparse", "cross": "
 
 @pytest.fixture(scope="module")
 def engines(shared):
-    out = {name: readout_sdk.load(shared(key)[1]) for name, key in SERVED.items()}
-    yield out
-    for e in out.values():
-        e.close()
+    yield from loaded(shared, SERVED)
 
 
 @pytest.fixture(scope="module")
 def server(shared, engines):
-    with HttpServer([f"{name}={shared(key)[1]}" for name, key in SERVED.items()], "--api-key", KEY) as s:
-        yield s
-        assert s.stop() == 0, s.lines[-5:]
+    yield from serving(shared, SERVED, KEY)
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-import readout_sdk
 from helpers.corpus import PAIRS, TEXTS
-from helpers.http_server import HttpServer
+from helpers.http_server import loaded, serving
 
 KEY = "hf-key-123"
 SERVED = {"minilm": "embedding", "asym": "roles", "sentiment": "classify", "cross": "cross", "tagger": "tag-bert",
@@ -24,17 +23,12 @@ LONG = " ".join(TEXTS * 3)  # over MiniLM's 256 tokens: its start and its end di
 
 @pytest.fixture(scope="module")
 def engines(shared):
-    out = {name: readout_sdk.load(shared(key)[1]) for name, key in SERVED.items()}
-    yield out
-    for e in out.values():
-        e.close()
+    yield from loaded(shared, SERVED)
 
 
 @pytest.fixture(scope="module")
 def server(shared, engines):
-    with HttpServer([f"{name}={shared(key)[1]}" for name, key in SERVED.items()], "--api-key", KEY) as s:
-        yield s
-        assert s.stop() == 0, s.lines[-5:]
+    yield from serving(shared, SERVED, KEY)
 
 
 @pytest.fixture(scope="module")

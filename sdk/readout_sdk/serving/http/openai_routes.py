@@ -70,7 +70,7 @@ def _token_text(served: Any, ids: list[Any], where: str, own_ids: bool) -> str:
                                     "ids, so send the text (LangChain: OpenAIEmbeddings(check_embedding_ctx_length="
                                     "False)); ids from this model's /tokenize are taken with \"own_token_ids\": true",
                       where)
-    return served.token_text.text(ids, where)
+    return served.token_text.text(ids, where, specials=False)
 
 
 def _encoded(vector: Any, encoding: str) -> Any:
