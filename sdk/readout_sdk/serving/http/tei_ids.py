@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from readout_sdk.serving.http.problems import Problem
 from readout_sdk.serving.http.tokens import TokenText
 
 
@@ -22,6 +23,11 @@ async def inputs_of(served: Any, doc: dict[str, Any]) -> list[str]:
     spell = ids_as_text(served)  # called only for an id array: plain texts are read here, at once
     if not _has_ids(doc.get("inputs")):
         return B.texts(doc, "inputs", spell)[0]
+    named = "prompt_name" if doc.get("prompt_name") is not None else "role" if doc.get("role") is not None else None
+    if named is not None:  # /tokenize's ids under a role already hold its prompt: run again, it would be doubled
+        raise Problem("tokenizer", f"$.{named}: token-id arrays cannot be combined with a role (ids from /tokenize "
+                                   f"with {named} already hold its prompt); send the text with {named}, or the ids "
+                                   "alone", f"$.{named}")
     return (await served.off_loop(lambda: B.texts(doc, "inputs", spell)))[0]
 
 

@@ -143,9 +143,10 @@ def _predict_inputs(doc: dict[str, Any], pairs: bool) -> tuple[list[Any], bool]:
         sequences, single = [value], True
     elif value and all(isinstance(v, list) for v in value):
         sequences, single = value, False
+    elif not value:  # TEI's status for an empty batch (`body.texts` says the same for every route)
+        raise Problem("empty", "$.inputs: the list is empty", "$.inputs")
     else:
-        raise Problem("validation" if not value else "malformed",
-                      f"$.inputs: expected a string, a pair [a, b], or a batch; {BATCH}", "$.inputs")
+        raise Problem("malformed", f"$.inputs: expected a string, a pair [a, b], or a batch; {BATCH}", "$.inputs")
     items = []
     for i, s in enumerate(sequences):
         where = "$.inputs" if single else f"$.inputs[{i}]"
