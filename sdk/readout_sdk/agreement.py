@@ -181,6 +181,26 @@ def clear_leads(ref: Sequence[np.ndarray], lead: float = CLEAR_LEAD) -> list[boo
     return out
 
 
+def uncalibrated(ctx: object, ref: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The reference's scores before the calibration layer, as probabilities: where a lead is judged clear.
+    Quantization noise lives in the logits, and a temperature below 1 would sharpen a near tie into what looks
+    like a clear lead (softmax(z / T) = softmax(T * log p) undone). ``ctx``'s ``temperature`` (1 without one)
+    and ``output.score_type`` (softmax unless said: probabilities; sigmoid; anything else logits)."""
+    t = float(getattr(ctx, "temperature", 1.0) or 1.0)
+    score_type = (getattr(ctx, "output", None) or {}).get("score_type", "softmax")
+    out = []
+    for r in ref:
+        x = np.asarray(r, np.float64)
+        if score_type == "sigmoid":
+            p = np.clip(x, 1e-12, 1 - 1e-12)
+            out.append(1.0 / (1.0 + np.exp(-t * np.log(p / (1 - p)))))
+            continue
+        z = t * (np.log(np.maximum(x, 1e-300)) if score_type == "softmax" else x)
+        e = np.exp(z - z.max())
+        out.append(e / e.sum())
+    return out
+
+
 def clear_agreement(same: Sequence[bool], clear: Sequence[bool]) -> dict[str, float]:
     """``clear_argmax_agreement``: the fraction of the reference's clear decisions the candidate keeps; no
     entry where the reference decided nothing clearly (a measure of nothing is not a pass)."""

@@ -178,3 +178,29 @@ def test_a_decision_that_abstains_only_just_is_not_a_clear_one():
     assert near["argmax_agreement"] == 0.0 and "clear_argmax_agreement" not in near
     far = fam.agreement(ctx, [decided(0.95, 0.04)], [decided(0.55, 0.05)])  # abstained clearly at 0.55: a real flip
     assert far["clear_argmax_agreement"] == 0.0
+
+
+def test_a_near_tie_sharpened_by_a_temperature_is_still_a_near_tie():
+    """Found by the docs block that calibrates the REAL MiniLM sentiment head (temperature below 1): its int8
+    target flipped a raw near tie (0.52 / 0.48) that the calibrated probabilities show as a lead of 0.16, and
+    clear_argmax_agreement failed a correct artifact. The lead is judged before the calibration layer."""
+    from types import SimpleNamespace
+
+    from readout_sdk.families import get
+    from readout_sdk.results import Classification
+
+    fam = get("sequence_classification")
+    t = 0.25
+    ctx = SimpleNamespace(labels=["a", "b"], temperature=t, output={"score_type": "softmax"})
+
+    def decided(raw_a):
+        ca, cb = raw_a ** (1 / t), (1 - raw_a) ** (1 / t)  # softmax(z / T) of the raw probabilities
+        pa = ca / (ca + cb)
+        return Classification("a" if pa >= 0.5 else "b", max(pa, 1 - pa), {"a": pa, "b": 1 - pa}, "probability",
+                              (), False, False)
+
+    assert decided(0.52).scores["a"] - decided(0.52).scores["b"] > 0.15  # looks clear once calibrated
+    near = fam.agreement(ctx, [decided(0.48)], [decided(0.52)])
+    assert near["argmax_agreement"] == 0.0 and "clear_argmax_agreement" not in near
+    clear = fam.agreement(ctx, [decided(0.3)], [decided(0.7)])  # a raw lead of 0.4: still a clear flip
+    assert clear["clear_argmax_agreement"] == 0.0

@@ -44,7 +44,7 @@ class MultipleChoiceFamily(Family):
     def agreement(self, ctx: Context, got: list[Choice], ref: list[Choice]) -> dict[str, float]:
         tied = A.argmax_agree([g.scores for g in got], [r.scores for r in ref])  # ties within float noise agree
         return {"argmax_agreement": float(np.mean(tied)) if tied else 1.0,
-                **A.clear_agreement(tied, A.clear_leads([r.scores for r in ref])),
+                **A.clear_agreement(tied, A.clear_leads(A.uncalibrated(ctx, [r.scores for r in ref]))),
                 "topk_agreement": A.topk_sets_agree([g.scores for g in got], [r.scores for r in ref], 2)}
 
     def record(self, r: Choice) -> dict[str, Any]:

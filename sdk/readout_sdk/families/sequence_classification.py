@@ -53,7 +53,7 @@ class SequenceClassificationFamily(Family):
                 for g, r, tied in zip(got, ref, A.argmax_agree(gs, rs))]
         return {"argmax_agreement": float(np.mean(same)) if same else 1.0,
                 **A.clear_agreement(same, [c and _clear_of_abstention(ctx, r.score)
-                                           for c, r in zip(A.clear_leads(rs), ref)]),
+                                           for c, r in zip(A.clear_leads(A.uncalibrated(ctx, rs)), ref)]),
                 "topk_agreement": A.topk_sets_agree(gs, rs, 2)}
 
     def record(self, r: Classification) -> dict[str, Any]:
