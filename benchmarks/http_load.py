@@ -4,13 +4,16 @@
 A benchmark, not a test (loopback only, bounded in time and count). Same artifact, target (onnx-fp32 on
 ONNX Runtime) and texts (the bench corpus, 8..148 tokens) for every phase:
 
-1. SDK alone, in this process, two ways (median of 3 runs each): `engine.embed(texts, batch_size=32)` over
-   the whole corpus at once (sorted by length globally: its best case), and calls of 32 texts each
-   (`engine.embed(texts[i:i + 32])`, as an application batching 32 at a time calls it).
-2. Throughput: C concurrent clients (one asyncio loop, aiohttp) each send requests of R texts to
-   `/v1/embeddings` (base64, as the openai client asks) for S seconds against the server's defaults;
-   items/s, p50/p99 latency, and every answer checked against the SDK's vectors (lost = an exception,
-   mismatched = any vector off by more than 1e-5).
+1-2. Throughput, 3 rounds side by side (the SDK in this process, then the server, in each round; the
+   ratio is taken per round, then its median and range): the SDK two ways, `engine.embed(texts,
+   batch_size=32)` over the whole corpus at once (sorted by length globally: its best case) and calls of
+   32 texts each (`engine.embed(texts[i:i + 32])`, as an application batching 32 at a time calls it);
+   then the same corpus through the server: C concurrent clients (one asyncio loop, aiohttp) each take
+   the next request of R texts when their last one is answered, sent to `/v1/embeddings` (base64, as the
+   openai client asks), timed from the first request to the last answer: the same work the SDK did.
+   Every answer is checked against the SDK's vectors (lost = an exception, mismatched = any vector off
+   by more than 1e-5). A time window would count the inputs of requests still half served when it
+   closes as not done, and a fair scheduler keeps many of them in flight.
 3. Overload: the same clients against a server with a small queue (--max-queue-items 32): every answer
    must be a correct 200 or a 429/503 with Retry-After; counts reported.
 4. Restart: the server is killed (SIGKILL) mid-load, started again, and must answer correctly.
@@ -18,8 +21,6 @@ ONNX Runtime) and texts (the bench corpus, 8..148 tokens) for every phase:
    while another client's L-input request (``--large``, 400) runs; p50/p99 latency of the 1-input requests
    each way, and the large request's own time alone and beside them. The server cuts the large request into
    batches of ``--max-batch-items``, so a small request waits at most for the batch in flight.
-
-Steady throughput (phase 2) is also run 3 times: median and range of its ratio to the SDK.
 
 Both share this machine's CPUs with the clients (on 2 cores the load generator takes a share the SDK
 alone does not pay). Results: benchmarks/results/http-load.{json,txt}.
@@ -89,18 +90,49 @@ async def load(url: str, requests: list[list[str]], clients: int, seconds: float
             "p50_ms": 1000 * lat[len(lat) // 2], "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
-async def post(session, url: str, batch: list[str], want: dict[str, np.ndarray]) -> tuple[float, bool]:
-    """One request's latency, and whether its answer is a 200 equal to the SDK's vectors."""
+async def drain(url: str, requests: list[list[str]], clients: int, want: dict[str, np.ndarray]) -> dict:
+    """C clients share ``requests``, each sending the next one when its last is answered, until none is
+    left: the whole corpus's items/s (first request to last answer), statuses, latencies, mismatches."""
+    import aiohttp
+
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    counts = {"items": 0, "lost": 0, "mismatched": 0}
+    queue = iter(requests)
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        for batch in queue:  # one shared iterator: each request is sent once, by whichever client is free
+            try:
+                seconds, ok, status = await post(session, url, batch, want)
+            except Exception:
+                counts["lost"] += 1
+                continue
+            latencies.append(seconds)
+            statuses[status] = statuses.get(status, 0) + 1
+            counts["items"] += len(batch) if status == 200 else 0
+            counts["mismatched"] += status == 200 and not ok
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=600)) as session:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        elapsed = time.perf_counter() - t0
+    return {"seconds": elapsed, "items_per_s": counts["items"] / elapsed, "statuses": statuses, **counts,
+            **{k: v for k, v in percentiles(latencies).items() if k != "n"}}
+
+
+async def post(session, url: str, batch: list[str], want: dict[str, np.ndarray]) -> tuple[float, bool, int]:
+    """One request's latency, whether its answer is a 200 equal to the SDK's vectors, and its status."""
     t0 = time.perf_counter()
     async with session.post(url + "/v1/embeddings", json={"model": "m", "input": batch,
                                                            "encoding_format": "base64"}) as r:
         doc = await r.json(content_type=None)
-        ok = r.status == 200
-    seconds = time.perf_counter() - t0
+        status = r.status
+    seconds, ok = time.perf_counter() - t0, status == 200
     if ok:
         got = [np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in doc["data"]]
         ok = len(got) == len(batch) and all(np.abs(g - want[t]).max() <= 1e-5 for g, t in zip(got, batch))
-    return seconds, ok
+    return seconds, ok, status
 
 
 def percentiles(latencies: list[float]) -> dict:
@@ -124,8 +156,8 @@ async def fairness(url: str, texts: list[str], large: int, want: dict[str, np.nd
         while not running.done():
             beside.append(await post(session, url, [small[len(beside) % len(small)]], want))
         big_beside = await running
-    wrong = sum(not ok for _, ok in solo + beside + [big_alone, big_beside])
-    return {"alone": percentiles([t for t, _ in solo]), "beside_large": percentiles([t for t, _ in beside]),
+    wrong = sum(not ok for _, ok, _ in solo + beside + [big_alone, big_beside])
+    return {"alone": percentiles([t for t, _, _ in solo]), "beside_large": percentiles([t for t, _, _ in beside]),
             "large_alone_s": big_alone[0], "large_beside_s": big_beside[0], "wrong": wrong}
 
 
@@ -151,35 +183,33 @@ def fairness_lines(runs: list[dict], large: int) -> list[str]:
     ]
 
 
-def sdk_alone(artifact: str, texts: list[str]) -> tuple[dict[str, np.ndarray], list[float], list[float]]:
-    """The SDK's vectors (what every answer is checked against) and its items/s, 3 runs each way."""
-    import readout_sdk
-
-    engine = readout_sdk.load(artifact, target="onnx-fp32")
-    engine.embed(texts[:64])
-    runs, chunked = [], []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        vectors = engine.embed(texts, batch_size=32).vectors
-        runs.append(len(texts) / (time.perf_counter() - t0))
-        t0 = time.perf_counter()
-        for i in range(0, len(texts), 32):
-            engine.embed(texts[i:i + 32])
-        chunked.append(len(texts) / (time.perf_counter() - t0))
-    engine.close()
-    return dict(zip(texts, vectors)), runs, chunked
+def sdk_round(engine, texts: list[str]) -> tuple[float, float]:
+    """The SDK's items/s over ``texts``: in one call, and in calls of 32."""
+    t0 = time.perf_counter()
+    engine.embed(texts, batch_size=32)
+    whole = len(texts) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 32):
+        engine.embed(texts[i:i + 32])
+    return whole, len(texts) / (time.perf_counter() - t0)
 
 
-def served(args: argparse.Namespace, texts: list[str], want: dict[str, np.ndarray]) -> dict:
-    """Phases 2-5 against fresh servers on the same artifact and target."""
+def served(args: argparse.Namespace, texts: list[str], engine) -> dict:
+    """Every phase against fresh servers on the same artifact and target; ``engine``: the SDK's, in this
+    process (its vectors are what every answer is checked against)."""
     from helpers.http_server import HttpServer
 
+    want = dict(zip(texts, engine.embed(texts, batch_size=32).vectors))
     requests = [texts[i:i + args.request_size] for i in range(0, len(texts), args.request_size)]
     spec, target = [f"m={args.artifact}"], ("--target", "onnx-fp32")
-    out: dict = {}
+    out: dict = {"sdk_runs": [], "sdk_calls_of_32_runs": [], "steady_runs": []}
     with HttpServer(spec, *target) as s:
         asyncio.run(load(s.url, requests, args.clients, 2.0, want))  # warm the connections
-        out["steady_runs"] = [asyncio.run(load(s.url, requests, args.clients, args.seconds, want)) for _ in range(3)]
+        for _ in range(3):  # side by side: the SDK, then the server, on one machine state
+            whole, chunked = sdk_round(engine, texts)
+            out["sdk_runs"].append(whole)
+            out["sdk_calls_of_32_runs"].append(chunked)
+            out["steady_runs"].append(asyncio.run(drain(s.url, requests, args.clients, want)))
         out["fairness"] = [asyncio.run(fairness(s.url, texts, args.large, want)) for _ in range(3)]
     with HttpServer(spec, *target, "--max-queue-items", "32") as s:
         out["overload"] = asyncio.run(load(s.url, requests, args.clients, args.seconds / 2, want))
@@ -204,7 +234,8 @@ def report(r: dict, clients: int, large: int) -> list[str]:
         f"SDK alone, whole corpus:  {sdk:8.1f} items/s (runs {', '.join(f'{x:.1f}' for x in r['sdk_runs'])})",
         f"SDK alone, calls of 32:   {sdk32:8.1f} items/s (runs {', '.join(f'{x:.1f}' for x in r['sdk_calls_of_32_runs'])})",
         f"serve-http, {clients} clients:  {steady['items_per_s']:8.1f} items/s = {spread(r['steady_over_sdk'], '{:.2f}')}x "
-        f"the SDK (whole corpus; median of 3 runs, range), {steady['items_per_s'] / sdk32:.2f}x (calls of 32); "
+        f"the SDK in one call, {spread(r['steady_over_sdk_calls_of_32'], '{:.2f}')}x in calls of 32 (per round; "
+        "median of 3 rounds, range); "
         f"p50 {steady['p50_ms']:.0f} ms, p99 {steady['p99_ms']:.0f} ms; statuses {steady['statuses']}; "
         f"lost {steady['lost']}, mismatched {steady['mismatched']}",
         *fairness_lines(r["fairness"], large),
@@ -221,24 +252,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", default=str(HERE / "dist" / "minilm"))
     parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=15.0, help="the overload phase runs half of it")
     parser.add_argument("--request-size", type=int, default=4)
     parser.add_argument("--items", type=int, default=2000, help="distinct texts")
     parser.add_argument("--large", type=int, default=400, help="inputs of the large request (fairness phase)")
     args = parser.parse_args()
 
+    import readout_sdk
     from readout_parity.corpus import mixed_corpus
     from readout_sdk.families import get
 
     load_before = os.getloadavg()  # the machine may be shared: the numbers are read against its load
     texts = mixed_corpus(get("embedding"), args.items, seed=7)
-    want, runs, chunked = sdk_alone(args.artifact, texts)
-    phases = served(args, texts, want)
-    sdk = statistics.median(runs)
-    result = {"sdk_items_per_s": sdk, "sdk_runs": runs, "sdk_calls_of_32_items_per_s": statistics.median(chunked),
-              "sdk_calls_of_32_runs": chunked, **phases,
-              "steady": sorted(phases["steady_runs"], key=lambda x: x["items_per_s"])[1],  # the median run
-              "steady_over_sdk": [x["items_per_s"] / sdk for x in phases["steady_runs"]],
+    with readout_sdk.load(args.artifact, target="onnx-fp32") as engine:
+        engine.embed(texts[:64])  # warm
+        phases = served(args, texts, engine)
+    runs, chunked, steady = phases["sdk_runs"], phases["sdk_calls_of_32_runs"], phases["steady_runs"]
+    result = {"sdk_items_per_s": statistics.median(runs), "sdk_calls_of_32_items_per_s": statistics.median(chunked),
+              **phases, "steady": sorted(steady, key=lambda x: x["items_per_s"])[1],  # the median run
+              "steady_over_sdk": [x["items_per_s"] / sdk for x, sdk in zip(steady, runs)],
+              "steady_over_sdk_calls_of_32": [x["items_per_s"] / sdk for x, sdk in zip(steady, chunked)],
               "clients": args.clients, "request_size": args.request_size, "texts": len(texts), "large": args.large,
               "load_before": load_before, "load_after": os.getloadavg()}
     lines = report(result, args.clients, args.large)

@@ -199,13 +199,52 @@ def test_requests_of_different_calls_never_share_a_batch():
     assert cut(s) == [["Q0", "Q1", "Q2", "E0", "E1"], ["D0", "D1", "D2"]]
 
 
-def test_batches_keep_to_the_token_budget_and_an_oversized_input_runs_alone():
+def test_batches_keep_to_the_padded_token_budget_and_an_oversized_input_runs_alone():
     runner, s = FakeRunner(), Schedule()
     s.add(job("A", 5, runner, tokens=[4, 4, 4, 20, 1]))
     batches = []
     while s:
-        batches.append([(x.lo, x.hi, x.tokens) for x in s.take(100, 10)])
-    assert batches == [[(0, 2, 8)], [(2, 3, 4)], [(3, 4, 20)], [(4, 5, 1)]]
+        batches.append([(x.indices, x.tokens) for x in s.take(100, 10)])
+    # longest first; a batch costs its inputs x its longest (what a padded graph run costs): 20 alone,
+    # then 2 x 4 = 8 (a third 4 would be 12 > 10), then 4 and 1 padded to 2 x 4 = 8
+    assert batches == [[([3], 20)], [([0, 1], 8)], [([2, 4], 5)]]
+
+
+def test_the_rest_of_a_batch_is_filled_with_inputs_of_like_length():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("R0", 2, runner, tokens=[10, 2]))
+    s.add(job("R1", 3, runner, tokens=[3, 9, 2]))
+    s.add(job("R2", 2, runner, tokens=[1, 1]))
+    s.add(job("R3", 2, runner, tokens=[8, 10]))
+    # batch 1: the oldest (R0) takes half (its 10 and 2), so the batch is 10 wide; the rest goes to the
+    # longest inputs no wider: R3's 10, then R1's 9 (not R3's 8, shorter). Batch 2: R1 is now the oldest
+    # (its 3 and 2), R2 the least served (its 1, then its other 1); R3's 8 is wider than the batch's 3
+    assert cut(s, items=4, tokens=1000) == [["R00", "R01", "R31", "R11"], ["R10", "R12", "R20", "R21"], ["R30"]]
+
+
+def test_a_newcomer_wider_than_the_oldest_still_runs_in_the_next_batch():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("L", 40, runner, tokens=[2] * 40))
+    first = s.take(16, 64)  # L alone: 16 inputs of 2 tokens (32 of 64 padded tokens)
+    s.add(job("W", 1, runner, tokens=[8]))
+    second = s.take(16, 64)
+    # the batch is 8 wide now: the oldest's half of the budget (32) buys it 4 inputs, the newcomer 1, and
+    # L's next inputs fill the rest up to 64 // 8 = 8 inputs in all
+    assert [(x.waiting.job.items[0][0], len(x.indices)) for x in first] == [("L", 16)]
+    assert [(x.waiting.job.items[0][0], len(x.indices)) for x in second] == [("L", 7), ("W", 1)]
+
+
+def test_answers_come_back_in_input_order_though_run_longest_first():
+    runner = FakeRunner()
+
+    async def scenario():
+        b = Batcher("m", batching(max_batch_items=2))
+        out = await b.submit(job("A", 5, runner, tokens=[1, 5, 3, 5, 2]))
+        await b.close()
+        return out
+
+    assert asyncio.run(scenario()) == ["A0", "A1", "A2", "A3", "A4"]
+    assert runner.batches == [[["A1", "A3"]], [["A2", "A4"]], [["A0"]]]  # 5, 5 | 3, 2 | 1
 
 
 def test_a_gone_request_is_dropped_with_its_waiting_inputs():

@@ -61,10 +61,15 @@ class PreparedItems:
         if not isinstance(cut, slice) or cut.step not in (None, 1):
             raise TypeError("PreparedItems takes a slice of items (prepared[lo:hi])")
         lo, hi, _ = cut.indices(len(self))
-        hi = max(lo, hi)
-        out = PreparedItems(hi - lo, self.role, self.start + lo)
-        out.items = self.items[lo:hi]
-        out.place(range(hi - lo), self.parts[lo:hi])
+        return self.select(range(lo, max(lo, hi)))
+
+    def select(self, indices: Sequence[int]) -> "PreparedItems":
+        """Items ``indices``, in that order, as their own prepared set sharing their parts (a server runs
+        inputs of like length from several requests in one batch)."""
+        js = list(indices)
+        out = PreparedItems(len(js), self.role, self.start + (js[0] if js else 0))
+        out.items = [self.items[j] for j in js]
+        out.place(range(len(js)), [self.parts[j] for j in js])
         return out
 
     def role_for(self, asked: str | None, applied: Role | None) -> Role | None:

@@ -1,10 +1,10 @@
 """Concurrent requests cut into fair batches, with a bounded queue (one Batcher per served model).
 
-Requests (jobs) are queued whole and run in slices: each batch takes the next inputs of one or more waiting
-requests of one call (``key``: the call, the role, the vector form, the options) up to ``max_batch_items``
-inputs or ``max_batch_tokens`` tokens, least-served request first (`readout_sdk.serving.http.schedule`), so
-a small request waits at most for the batch in flight, never for a large request's every input. A batch
-runs as one SDK call (which sorts its inputs by length into its own padded batches) on the model's one
+Requests (jobs) are queued whole and run in slices: each batch takes inputs of one or more waiting requests
+of one call (``key``: the call, the role, the vector form, the options) up to ``max_batch_items`` inputs or
+``max_batch_tokens`` padded tokens, the oldest and the least-served request first, then inputs of like
+length (`readout_sdk.serving.http.schedule`), so a small request waits at most for the batch in flight,
+never for a large request's every input. A batch runs as one SDK call on the model's one
 worker thread, so the event loop keeps accepting and parsing while the model runs; a batch that is not
 full waits up to ``max_wait_ms`` after its oldest request arrived for company. Overload is refused at
 admission (:class:`Overloaded`), never buffered. A request whose client went away is dropped with its
@@ -163,9 +163,9 @@ def _settle(piece: Slice, outcome: Sequence[Any] | BaseException) -> None:
     if isinstance(outcome, BaseException):
         waiting.job.future.set_exception(outcome)
         return
-    waiting.results.extend(outcome)  # slices of one request run one batch after another, in order
+    waiting.results.extend(outcome)  # slices of one request run one batch after another, in its order
     if piece.last:
-        waiting.job.future.set_result(waiting.results)
+        waiting.job.future.set_result(waiting.answer())
 
 
 def run_batch(batch: list[Slice]) -> list[Sequence[Any] | BaseException]:

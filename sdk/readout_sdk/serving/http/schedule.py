@@ -1,11 +1,15 @@
 """Which inputs run next: batches cut across requests by an item and token budget (the policy, no I/O).
 
-A request is not run whole: each batch takes a *slice* (its next inputs, in order) of one or more waiting
-requests of one call (``key``), up to ``max_items`` inputs and ``max_tokens`` tokens, as text-embeddings-
-inference's queue cuts batches by a token budget across requests. The oldest request takes up to half of each
-batch (so it finishes, whatever arrives after it); the rest goes to the least-served requests first (fewest
-inputs already scheduled; the older first on a tie), so a newcomer goes into the very next batch however large
-the requests before it, and large requests share the batches. A request whose future is done (its client went
+A request is not run whole: each batch takes a *slice* (some of its inputs) of one or more waiting requests
+of one call (``key``), up to ``max_items`` inputs and ``max_tokens`` padded tokens (inputs x the batch's
+longest, what a padded graph run costs), as text-embeddings-inference's queue cuts batches by a token
+budget across requests. Fairness first: the oldest request takes up to half of each batch (so it finishes,
+whatever arrives after it) and the least-served request (fewest inputs already scheduled; the older first on
+a tie) its longest input, so a newcomer goes into the very next batch however large the requests before it.
+Then throughput: the rest of the batch is filled longest first with the waiting inputs no longer than the
+batch's longest, least served first on a tie, so the inputs of one batch are of like length and padding
+wastes little (the SDK sorts a whole call by length the same way). Each request's inputs are scheduled
+longest first and its answer is put back in input order. A request whose future is done (its client went
 away, or one of its slices failed) is dropped with its remaining inputs.
 
 The asyncio side (admission, waiting, the worker thread, metrics) is `readout_sdk.serving.http.batcher`; this
@@ -14,6 +18,7 @@ module is plain data so its order can be tested without a model or an event loop
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -41,13 +46,23 @@ class Job:
 
 @dataclass
 class Waiting:
-    """A queued job, how far it was scheduled (``next``: its first input not yet in a batch) and the
-    results of its slices that ran, in order."""
+    """A queued job, how far it was scheduled and the results of its slices that ran.
+
+    Its inputs are scheduled longest first (``order``: input indices, longest first, stable; ``counts``:
+    their token counts in that order), so each slice is a run of ``order`` from ``next``, its first
+    input not yet in a batch; ``results`` follow ``order`` and :meth:`answer` puts them back in input order."""
 
     job: Job
-    order: int  # arrival order: the tie-break between equally served requests
+    arrival: int  # arrival order: the tie-break between equally served requests
     next: int = 0
     results: list[Any] = field(default_factory=list)
+    order: list[int] = field(init=False)
+    counts: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        given = list(self.job.token_counts)
+        self.order = sorted(range(len(given)), key=lambda i: -given[i])
+        self.counts = [given[i] for i in self.order]
 
     @property
     def left(self) -> int:
@@ -58,27 +73,49 @@ class Waiting:
         """Answered already: failed, closed, or its client went away (its waiting task was cancelled)."""
         return self.job.future is not None and self.job.future.done()
 
+    def answer(self) -> list[Any]:
+        """The results, in the job's input order."""
+        out: list[Any] = [None] * len(self.order)
+        for i, result in zip(self.order, self.results):
+            out[i] = result
+        return out
+
 
 @dataclass(frozen=True)
 class Slice:
-    """Inputs ``lo``..``hi - 1`` of one waiting request, run in one batch."""
+    """Positions ``lo``..``hi - 1`` of one waiting request's longest-first order, run in one batch."""
 
     waiting: Waiting
     lo: int
     hi: int
 
     @property
+    def indices(self) -> list[int]:
+        """Its inputs' indices in the request, longest first."""
+        return self.waiting.order[self.lo:self.hi]
+
+    @property
     def items(self) -> Any:
-        return self.waiting.job.items[self.lo:self.hi]
+        return pick(self.waiting.job.items, self.indices)
 
     @property
     def tokens(self) -> int:
-        return sum(self.waiting.job.token_counts[self.lo:self.hi])
+        return sum(self.waiting.counts[self.lo:self.hi])
 
     @property
     def last(self) -> bool:
         """Whether this slice ends its request (its answer can be sent once it ran)."""
         return self.hi == len(self.waiting.job.items)
+
+
+def pick(items: Any, indices: list[int]) -> Any:
+    """``items`` at ``indices``, in that order: ``items[lo:hi]`` when they are a run, else the items' own
+    ``select`` (`readout_sdk.engine.PreparedItems`) or a list."""
+    lo = indices[0] if indices else 0
+    if indices == list(range(lo, lo + len(indices))):
+        return items[lo:lo + len(indices)]
+    select = getattr(items, "select", None)
+    return select(indices) if select is not None else [items[i] for i in indices]
 
 
 class Schedule:
@@ -119,47 +156,76 @@ class Schedule:
 
     def _turns(self) -> list[Waiting]:
         """The requests of the next batch's call, in the order they are served: least served, then oldest."""
-        live = sorted((w for w in self._waiting if not w.gone and w.left), key=lambda w: (w.next, w.order))
+        live = sorted((w for w in self._waiting if not w.gone and w.left), key=lambda w: (w.next, w.arrival))
         return [w for w in live if w.job.key == live[0].job.key] if live else []
 
     def full(self, max_items: int, max_tokens: int) -> bool:
         """Whether the next call's requests already fill a batch (no reason to wait for more)."""
         turns = self._turns()
         items = sum(w.left for w in turns)
-        tokens = sum(sum(w.job.token_counts[w.next:]) for w in turns)
-        return items >= max_items or tokens >= max_tokens
+        return items >= max_items or items * max((w.counts[w.next] for w in turns), default=0) >= max_tokens
 
     def take(self, max_items: int, max_tokens: int) -> list[Slice]:
-        """The next batch, and marks it scheduled. The oldest request goes first with at most half the batch
-        while others wait (so it always progresses, even under a stream of newcomers), then each request in
-        turn, least served first (the oldest again if room is left), while the budget lasts (an input over
-        the token budget runs alone rather than never)."""
+        """The next batch, and marks it scheduled (see the module's docstring for the order). An input over
+        the token budget runs alone rather than never."""
         turns = self._turns()
         if not turns:
             return []
-        oldest = min(range(len(turns)), key=lambda i: turns[i].order)
-        taken = [0] * len(turns)  # per request: inputs given to this batch
-        order: list[int] = []  # requests in the order they joined the batch
-        items = tokens = 0
-        cap = max_items if len(turns) == 1 else max(1, max_items // 2)
-        for i, room in [(oldest, cap), *((i, max_items) for i in range(len(turns)))]:
-            w = turns[i]
-            n, cost = _fit(w.job.token_counts, w.next + taken[i], min(room - taken[i], max_items - items),
-                           max_tokens - tokens, alone=not items)
-            if n and not taken[i]:
-                order.append(i)
-            taken[i], items, tokens = taken[i] + n, items + n, tokens + cost
-        batch = [Slice(turns[i], turns[i].next, turns[i].next + taken[i]) for i in order]
-        for piece in batch:
+        batch = _Batch(turns, max_items, max_tokens)
+        oldest = min(turns, key=lambda w: w.arrival)
+        newcomer = turns[0] if turns[0] is not oldest else None
+        # the batch is as wide as the longest of the two it must serve; the oldest's share is priced at it
+        batch.width = max(oldest.counts[oldest.next], newcomer.counts[newcomer.next] if newcomer else 0)
+        alone = newcomer is None and len(turns) == 1
+        batch.add(oldest, max_items if alone else max(1, max_items // 2), max_tokens if alone else max_tokens // 2)
+        if newcomer is not None:
+            batch.add(newcomer, 1, max_tokens)
+        batch.fill()
+        pieces = batch.slices()
+        for piece in pieces:
             piece.waiting.next = piece.hi
         self._waiting = [w for w in self._waiting if w.left]  # fully scheduled: tracked by its slices now
-        return batch
+        return pieces
 
 
-def _fit(counts: Sequence[int], start: int, items: int, tokens: int, alone: bool) -> tuple[int, int]:
-    """How many inputs from ``start`` fit ``items`` and ``tokens`` (at least one when ``alone``), and their tokens."""
-    n = cost = 0
-    while start + n < len(counts) and n < items and (cost + counts[start + n] <= tokens or (alone and n == 0)):
-        cost += counts[start + n]
-        n += 1
-    return n, cost
+class _Batch:
+    """One batch being cut: how many inputs each request gives it, in the order the requests joined."""
+
+    def __init__(self, turns: list[Waiting], max_items: int, max_tokens: int):
+        self.turns, self.max_items, self.max_tokens = turns, max_items, max_tokens
+        self.taken: dict[int, int] = {}  # per request (its place in ``turns``): inputs given to this batch
+        self.items = 0
+        self.width = 0  # the longest input the batch may hold: what each of its rows is padded to
+
+    def _head(self, k: int) -> int | None:
+        """The token count of request ``k``'s next input not in this batch; None when it has none left."""
+        w = self.turns[k]
+        at = w.next + self.taken.get(k, 0)
+        return w.counts[at] if at < len(w.counts) else None
+
+    def _room(self, n: int, tokens: int) -> bool:
+        """Whether ``n`` more inputs fit ``tokens`` padded tokens (the first input of a batch always does)."""
+        return self.items + n <= self.max_items and ((self.items + n) * self.width <= tokens or not self.items)
+
+    def add(self, w: Waiting, items: int, tokens: int) -> None:
+        """Up to ``items`` of ``w``'s next inputs, while the batch stays within ``tokens`` padded tokens."""
+        k = self.turns.index(w)
+        n = 0
+        while n < items and self._head(k) is not None and self._room(1, tokens):
+            self.taken[k] = self.taken.get(k, 0) + 1
+            self.items += 1
+            n += 1
+
+    def fill(self) -> None:
+        """The rest, longest first among the inputs no wider than the batch (least served first on a tie)."""
+        heads = [(-h, k) for k in range(len(self.turns)) if (h := self._head(k)) is not None and h <= self.width]
+        heapq.heapify(heads)
+        while heads and self._room(1, self.max_tokens):
+            _, k = heapq.heappop(heads)
+            self.taken[k] = self.taken.get(k, 0) + 1
+            self.items += 1
+            if (h := self._head(k)) is not None:
+                heapq.heappush(heads, (-h, k))
+
+    def slices(self) -> list[Slice]:
+        return [Slice(self.turns[k], self.turns[k].next, self.turns[k].next + n) for k, n in self.taken.items() if n]
