@@ -206,8 +206,8 @@ def test_batches_keep_to_the_padded_token_budget_and_an_oversized_input_runs_alo
     while s:
         batches.append([(x.indices, x.tokens) for x in s.take(100, 10)])
     # longest first; a batch costs its inputs x its longest (what a padded graph run costs): 20 alone,
-    # then 2 x 4 = 8 (a third 4 would be 12 > 10), then 4 and 1 padded to 2 x 4 = 8
-    assert batches == [[([3], 20)], [([0, 1], 8)], [([2, 4], 5)]]
+    # then 2 x 4 = 8 (a third 4 would be 12 > 10), then 4 (the 1 is under half its width: it waits), then 1
+    assert batches == [[((3,), 20)], [((0, 1), 8)], [((2,), 4)], [((4,), 1)]]
 
 
 def test_the_rest_of_a_batch_is_filled_with_inputs_of_like_length():
@@ -216,10 +216,11 @@ def test_the_rest_of_a_batch_is_filled_with_inputs_of_like_length():
     s.add(job("R1", 3, runner, tokens=[3, 9, 2]))
     s.add(job("R2", 2, runner, tokens=[1, 1]))
     s.add(job("R3", 2, runner, tokens=[8, 10]))
-    # batch 1: the oldest (R0) takes half (its 10 and 2), so the batch is 10 wide; the rest goes to the
-    # longest inputs no wider: R3's 10, then R1's 9 (not R3's 8, shorter). Batch 2: R1 is now the oldest
-    # (its 3 and 2), R2 the least served (its 1, then its other 1); R3's 8 is wider than the batch's 3
-    assert cut(s, items=4, tokens=1000) == [["R00", "R01", "R31", "R11"], ["R10", "R12", "R20", "R21"], ["R30"]]
+    # batch 1: the oldest (R0) gives its 10, so the batch is 10 wide (its 2 would be mostly padding: it
+    # waits); the rest goes to the longest inputs no wider, of any request: R3's 10, R1's 9, R3's 8.
+    # Batch 2: R0 is still the oldest (its 2: 2 wide), R2 the least served (its longest no wider: a 1);
+    # then R1's 2 and R2's other 1, not R1's 3 (wider than the batch). Batch 3: R1's 3
+    assert cut(s, items=4, tokens=1000) == [["R00", "R31", "R30", "R11"], ["R01", "R20", "R21", "R12"], ["R10"]]
 
 
 def test_a_newcomer_wider_than_the_oldest_still_runs_in_the_next_batch():
@@ -228,10 +229,11 @@ def test_a_newcomer_wider_than_the_oldest_still_runs_in_the_next_batch():
     first = s.take(16, 64)  # L alone: 16 inputs of 2 tokens (32 of 64 padded tokens)
     s.add(job("W", 1, runner, tokens=[8]))
     second = s.take(16, 64)
-    # the batch is 8 wide now: the oldest's half of the budget (32) buys it 4 inputs, the newcomer 1, and
-    # L's next inputs fill the rest up to 64 // 8 = 8 inputs in all
+    # the batch is 8 wide now (the newcomer's input): the oldest gives its longest, a 2, and no more (its
+    # other 2s are under half the batch's width: they wait for a narrower batch)
     assert [(x.waiting.job.items[0][0], len(x.indices)) for x in first] == [("L", 16)]
-    assert [(x.waiting.job.items[0][0], len(x.indices)) for x in second] == [("L", 7), ("W", 1)]
+    assert [(x.waiting.job.items[0][0], len(x.indices)) for x in second] == [("L", 1), ("W", 1)]
+    assert [(x.waiting.job.items[0][0], len(x.indices)) for x in s.take(16, 64)] == [("L", 16)]
 
 
 def test_answers_come_back_in_input_order_though_run_longest_first():
@@ -261,3 +263,30 @@ def test_a_gone_request_is_dropped_with_its_waiting_inputs():
         assert cut(s) == [["B0", "B1", "B2"]]
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_every_input_runs_exactly_once_within_both_budgets(seed):
+    import random
+
+    rnd, runner, s = random.Random(seed), FakeRunner(), Schedule()
+    sizes = [rnd.randint(1, 40) for _ in range(60)]
+    counts = {f"R{k}-": [rnd.randint(1, 150) for _ in range(n)] for k, n in enumerate(sizes)}
+    names, later = list(counts)[:20], list(counts)[20:]
+    for name in names:
+        s.add(job(name, len(counts[name]), runner, tokens=counts[name]))
+    ran: list[str] = []
+    while s or later:
+        if not s:  # the queue drained before the next newcomer
+            s.add(job(later[0], len(counts[later[0]]), runner, tokens=counts[later.pop(0)]))
+        batch = s.take(32, 2048)
+        widths = [t for x in batch for t in (counts[x.waiting.job.items[0][:-1]][i] for i in x.indices)]
+        assert 1 <= len(widths) <= 32
+        assert len(widths) * max(widths) <= 2048 or len(widths) == 1
+        ran += [x for piece in batch for x in piece.items]
+        if later and rnd.random() < 0.5:  # newcomers arrive while the queue drains
+            name = later.pop(0)
+            s.add(job(name, len(counts[name]), runner, tokens=counts[name]))
+    assert not later
+    want = [f"{name}{i}" for name in counts for i in range(len(counts[name]))]
+    assert sorted(ran) == sorted(want)  # each input of each request once, none twice

@@ -103,7 +103,7 @@ class Batcher:
             batch = self._schedule.take(self.options.max_batch_items, self.options.max_batch_tokens)
             if not batch:
                 continue
-            self._count(-sum(s.hi - s.lo for s in batch))
+            self._count(-sum(len(s.indices) for s in batch))
             self._observe(batch)
             # the next batch is taken only after this one ran, so a request that arrives meanwhile is in it
             self._running = batch
@@ -132,9 +132,9 @@ class Batcher:
             return
         now = time.monotonic()
         for piece in batch:
-            if piece.lo == 0:
+            if piece.first:
                 self.metrics.queue_seconds.labels(self.model).observe(now - piece.waiting.job.arrived)
-        self.metrics.batch(self.model, len(batch), sum(s.hi - s.lo for s in batch), sum(s.tokens for s in batch))
+        self.metrics.batch(self.model, len(batch), sum(len(s.indices) for s in batch), sum(s.tokens for s in batch))
 
     async def close(self) -> None:
         """Refuse new jobs, fail the waiting ones, stop the loop and the worker thread."""
@@ -163,8 +163,8 @@ def _settle(piece: Slice, outcome: Sequence[Any] | BaseException) -> None:
     if isinstance(outcome, BaseException):
         waiting.job.future.set_exception(outcome)
         return
-    waiting.results.extend(outcome)  # slices of one request run one batch after another, in its order
-    if piece.last:
+    waiting.results.update(zip(piece.indices, outcome))
+    if piece.last:  # slices of one request run one batch after another: the last cut lands last
         waiting.job.future.set_result(waiting.answer())
 
 
@@ -182,7 +182,7 @@ def run_batch(batch: list[Slice]) -> list[Sequence[Any] | BaseException]:
         return [e] * len(batch)
     out: list[Sequence[Any] | BaseException] = []
     for piece in batch:
-        n = piece.hi - piece.lo
+        n = len(piece.indices)
         out.append(results[:n])
         results = results[n:]
     return out

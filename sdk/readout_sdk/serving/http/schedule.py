@@ -3,14 +3,15 @@
 A request is not run whole: each batch takes a *slice* (some of its inputs) of one or more waiting requests
 of one call (``key``), up to ``max_items`` inputs and ``max_tokens`` padded tokens (inputs x the batch's
 longest, what a padded graph run costs), as text-embeddings-inference's queue cuts batches by a token
-budget across requests. Fairness first: the oldest request takes up to half of each batch (so it finishes,
-whatever arrives after it) and the least-served request (fewest inputs already scheduled; the older first on
-a tie) its longest input, so a newcomer goes into the very next batch however large the requests before it.
-Then throughput: the rest of the batch is filled longest first with the waiting inputs no longer than the
-batch's longest, least served first on a tie, so the inputs of one batch are of like length and padding
-wastes little (the SDK sorts a whole call by length the same way). Each request's inputs are scheduled
-longest first and its answer is put back in input order. A request whose future is done (its client went
-away, or one of its slices failed) is dropped with its remaining inputs.
+budget across requests. Fairness first: the oldest request gives the batch its longest waiting input (the
+batch is that wide) and up to half of it, and the least-served request (fewest inputs already scheduled;
+the older first on a tie) one input, so the oldest always finishes whatever arrives after it and a newcomer
+goes into the very next batch however large the requests before it. Then throughput: the rest of the batch
+is filled with the longest waiting inputs of any request that are no wider than the batch and at least
+half as wide (least served first on a tie), so the inputs of one batch are of like length and padding wastes
+little, as when the SDK sorts a whole call by length; a narrower input waits for a narrower batch. A request's answer is put back in input order once its last slice ran. A
+request whose future is done (its client went away, or one of its slices failed) is dropped with its
+remaining inputs.
 
 The asyncio side (admission, waiting, the worker thread, metrics) is `readout_sdk.serving.http.batcher`; this
 module is plain data so its order can be tested without a model or an event loop.
@@ -27,10 +28,10 @@ from typing import Any, Callable, Hashable, Sequence
 
 @dataclass
 class Job:
-    """One request's inputs for one call. ``items``: anything with a length whose ``items[lo:hi]`` is a
-    share of them (a list, `readout_sdk.engine.PreparedItems`); ``token_counts``: per input, the tokens the
-    model runs for it. ``run`` maps several shares (of jobs of one ``key``, in order) to one result per
-    input, in order."""
+    """One request's inputs for one call. ``items``: a list, or anything with a length and a
+    ``select(indices)`` that gives those inputs, in that order, as a share (`readout_sdk.engine.PreparedItems`);
+    ``token_counts``: per input, the tokens the model runs for it. ``run`` maps several shares (of jobs of
+    one ``key``, in order) to one result per input, in order."""
 
     key: Hashable
     items: Any
@@ -46,53 +47,52 @@ class Job:
 
 @dataclass
 class Waiting:
-    """A queued job, how far it was scheduled and the results of its slices that ran.
-
-    Its inputs are scheduled longest first (``order``: input indices, longest first, stable; ``counts``:
-    their token counts in that order), so each slice is a run of ``order`` from ``next``, its first
-    input not yet in a batch; ``results`` follow ``order`` and :meth:`answer` puts them back in input order."""
+    """A queued job: its inputs not yet in a batch (``pending``: indices, longest first, stable), and the
+    results of its slices that ran, by input index."""
 
     job: Job
     arrival: int  # arrival order: the tie-break between equally served requests
-    next: int = 0
-    results: list[Any] = field(default_factory=list)
-    order: list[int] = field(init=False)
-    counts: list[int] = field(init=False)
+    pending: list[int] = field(init=False)
+    results: dict[int, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        given = list(self.job.token_counts)
-        self.order = sorted(range(len(given)), key=lambda i: -given[i])
-        self.counts = [given[i] for i in self.order]
+        counts = self.job.token_counts
+        self.pending = sorted(range(len(counts)), key=lambda i: -counts[i])
 
     @property
     def left(self) -> int:
-        return len(self.job.items) - self.next
+        return len(self.pending)
+
+    @property
+    def served(self) -> int:
+        """Inputs already given to a batch."""
+        return len(self.job.items) - len(self.pending)
 
     @property
     def gone(self) -> bool:
         """Answered already: failed, closed, or its client went away (its waiting task was cancelled)."""
         return self.job.future is not None and self.job.future.done()
 
+    def width(self, at: int) -> int:
+        """The token count of its ``at``-th pending input (the longest first)."""
+        return self.job.token_counts[self.pending[at]]
+
     def answer(self) -> list[Any]:
         """The results, in the job's input order."""
-        out: list[Any] = [None] * len(self.order)
-        for i, result in zip(self.order, self.results):
-            out[i] = result
-        return out
+        return [self.results[i] for i in range(len(self.job.items))]
 
 
 @dataclass(frozen=True)
 class Slice:
-    """Positions ``lo``..``hi - 1`` of one waiting request's longest-first order, run in one batch."""
+    """Inputs ``indices`` (their places in the request, longest first) of one waiting request, run in one
+    batch. ``first``: its request's first slice (its wait for a batch ends here); ``last``: no input of the
+    request was left waiting when it was cut, so its answer can be sent once it ran (the slices of one
+    request run in the order they were cut: one batch at a time)."""
 
     waiting: Waiting
-    lo: int
-    hi: int
-
-    @property
-    def indices(self) -> list[int]:
-        """Its inputs' indices in the request, longest first."""
-        return self.waiting.order[self.lo:self.hi]
+    indices: tuple[int, ...]
+    first: bool
+    last: bool
 
     @property
     def items(self) -> Any:
@@ -100,20 +100,12 @@ class Slice:
 
     @property
     def tokens(self) -> int:
-        return sum(self.waiting.counts[self.lo:self.hi])
-
-    @property
-    def last(self) -> bool:
-        """Whether this slice ends its request (its answer can be sent once it ran)."""
-        return self.hi == len(self.waiting.job.items)
+        return sum(self.waiting.job.token_counts[i] for i in self.indices)
 
 
-def pick(items: Any, indices: list[int]) -> Any:
-    """``items`` at ``indices``, in that order: ``items[lo:hi]`` when they are a run, else the items' own
-    ``select`` (`readout_sdk.engine.PreparedItems`) or a list."""
-    lo = indices[0] if indices else 0
-    if indices == list(range(lo, lo + len(indices))):
-        return items[lo:lo + len(indices)]
+def pick(items: Any, indices: Sequence[int]) -> Any:
+    """``items`` at ``indices``, in that order: the items' own ``select`` (`readout_sdk.engine.PreparedItems`),
+    else a list."""
     select = getattr(items, "select", None)
     return select(indices) if select is not None else [items[i] for i in indices]
 
@@ -156,76 +148,100 @@ class Schedule:
 
     def _turns(self) -> list[Waiting]:
         """The requests of the next batch's call, in the order they are served: least served, then oldest."""
-        live = sorted((w for w in self._waiting if not w.gone and w.left), key=lambda w: (w.next, w.arrival))
+        live = sorted((w for w in self._waiting if not w.gone and w.left), key=lambda w: (w.served, w.arrival))
         return [w for w in live if w.job.key == live[0].job.key] if live else []
 
     def full(self, max_items: int, max_tokens: int) -> bool:
         """Whether the next call's requests already fill a batch (no reason to wait for more)."""
         turns = self._turns()
         items = sum(w.left for w in turns)
-        return items >= max_items or items * max((w.counts[w.next] for w in turns), default=0) >= max_tokens
+        return items >= max_items or items * max((w.width(0) for w in turns), default=0) >= max_tokens
 
     def take(self, max_items: int, max_tokens: int) -> list[Slice]:
-        """The next batch, and marks it scheduled (see the module's docstring for the order). An input over
-        the token budget runs alone rather than never."""
+        """The next batch, and marks it scheduled (the order: the module's docstring). An input over the
+        token budget runs alone rather than never."""
         turns = self._turns()
         if not turns:
             return []
         batch = _Batch(turns, max_items, max_tokens)
         oldest = min(turns, key=lambda w: w.arrival)
         newcomer = turns[0] if turns[0] is not oldest else None
-        # the batch is as wide as the longest of the two it must serve; the oldest's share is priced at it
-        batch.width = max(oldest.counts[oldest.next], newcomer.counts[newcomer.next] if newcomer else 0)
-        alone = newcomer is None and len(turns) == 1
-        batch.add(oldest, max_items if alone else max(1, max_items // 2), max_tokens if alone else max_tokens // 2)
-        if newcomer is not None:
-            batch.add(newcomer, 1, max_tokens)
+        batch.width = oldest.width(0)
+        chosen = batch.closest(newcomer) if newcomer is not None else None
+        if chosen is not None:  # the batch is as wide as the wider of the two it must serve
+            batch.width = max(batch.width, newcomer.width(chosen))
+        alone = len(turns) == 1
+        batch.share(oldest, max_items if alone else max(1, max_items // 2), max_tokens if alone else max_tokens // 2)
+        if chosen is not None and batch.room(batch.max_tokens):
+            batch.take(newcomer, chosen)
         batch.fill()
-        pieces = batch.slices()
-        for piece in pieces:
-            piece.waiting.next = piece.hi
+        pieces = batch.cut()
         self._waiting = [w for w in self._waiting if w.left]  # fully scheduled: tracked by its slices now
         return pieces
 
 
 class _Batch:
-    """One batch being cut: how many inputs each request gives it, in the order the requests joined."""
+    """One batch being cut: the pending positions each request gives it, in the order the requests joined."""
 
     def __init__(self, turns: list[Waiting], max_items: int, max_tokens: int):
         self.turns, self.max_items, self.max_tokens = turns, max_items, max_tokens
-        self.taken: dict[int, int] = {}  # per request (its place in ``turns``): inputs given to this batch
+        self.taken: dict[int, list[int]] = {}  # per request (its place in ``turns``): pending positions taken
         self.items = 0
         self.width = 0  # the longest input the batch may hold: what each of its rows is padded to
 
-    def _head(self, k: int) -> int | None:
-        """The token count of request ``k``'s next input not in this batch; None when it has none left."""
-        w = self.turns[k]
-        at = w.next + self.taken.get(k, 0)
-        return w.counts[at] if at < len(w.counts) else None
+    def room(self, tokens: int) -> bool:
+        """Whether one more input fits ``tokens`` padded tokens (the first input of a batch always does)."""
+        return self.items < self.max_items and ((self.items + 1) * self.width <= tokens or not self.items)
 
-    def _room(self, n: int, tokens: int) -> bool:
-        """Whether ``n`` more inputs fit ``tokens`` padded tokens (the first input of a batch always does)."""
-        return self.items + n <= self.max_items and ((self.items + n) * self.width <= tokens or not self.items)
+    def worth(self, width: int) -> bool:
+        """Whether an input of ``width`` tokens is at least half as wide as the batch: a narrower one would
+        be mostly padding here, and waits for a narrower batch (it is never starved: the oldest's longest
+        input and the least-served request's input join whatever their width)."""
+        return 2 * width >= self.width
 
-    def add(self, w: Waiting, items: int, tokens: int) -> None:
-        """Up to ``items`` of ``w``'s next inputs, while the batch stays within ``tokens`` padded tokens."""
-        k = self.turns.index(w)
-        n = 0
-        while n < items and self._head(k) is not None and self._room(1, tokens):
-            self.taken[k] = self.taken.get(k, 0) + 1
-            self.items += 1
-            n += 1
+    def take(self, w: Waiting, at: int) -> None:
+        self.taken.setdefault(self.turns.index(w), []).append(at)
+        self.items += 1
+
+    def closest(self, w: Waiting) -> int:
+        """The pending position of ``w``'s longest input no wider than the batch, else of its narrowest."""
+        return next((at for at in range(w.left) if w.width(at) <= self.width), w.left - 1)
+
+    def share(self, w: Waiting, items: int, tokens: int) -> None:
+        """The oldest's share: its longest input, then the next ones :meth:`worth` the batch, up to ``items``
+        inputs within ``tokens`` padded tokens."""
+        for at in range(min(items, w.left)):
+            if not self.room(tokens) or (at and not self.worth(w.width(at))):
+                return
+            self.take(w, at)
 
     def fill(self) -> None:
-        """The rest, longest first among the inputs no wider than the batch (least served first on a tie)."""
-        heads = [(-h, k) for k in range(len(self.turns)) if (h := self._head(k)) is not None and h <= self.width]
+        """The rest: the longest pending inputs no wider than the batch and :meth:`worth` it, least served
+        first on a tie."""
+        heads = []  # per request, its next candidate: (minus its width, request, pending position)
+        for k, w in enumerate(self.turns):
+            if (at := self._next(k, 0)) is not None:
+                heads.append((-w.width(at), k, at))
         heapq.heapify(heads)
-        while heads and self._room(1, self.max_tokens):
-            _, k = heapq.heappop(heads)
-            self.taken[k] = self.taken.get(k, 0) + 1
-            self.items += 1
-            if (h := self._head(k)) is not None:
-                heapq.heappush(heads, (-h, k))
+        while heads and self.room(self.max_tokens):
+            _, k, at = heapq.heappop(heads)
+            self.take(self.turns[k], at)
+            if (nxt := self._next(k, at + 1)) is not None:
+                heapq.heappush(heads, (-self.turns[k].width(nxt), k, nxt))
 
-    def slices(self) -> list[Slice]:
-        return [Slice(self.turns[k], self.turns[k].next, self.turns[k].next + n) for k, n in self.taken.items() if n]
+    def _next(self, k: int, start: int) -> int | None:
+        """Request ``k``'s first pending position from ``start`` not taken and no wider than the batch."""
+        w, taken = self.turns[k], self.taken.get(k, ())
+        at = next((at for at in range(start, w.left) if at not in taken and w.width(at) <= self.width), None)
+        return at if at is not None and self.worth(w.width(at)) else None
+
+    def cut(self) -> list[Slice]:
+        """The batch's slices; their inputs leave their requests' pending lists."""
+        out = []
+        for k, positions in self.taken.items():
+            w = self.turns[k]
+            indices = tuple(w.pending[at] for at in sorted(positions))
+            chosen, first = set(positions), not w.served
+            w.pending = [i for at, i in enumerate(w.pending) if at not in chosen]
+            out.append(Slice(w, indices, first=first, last=not w.pending))
+        return out
