@@ -206,8 +206,9 @@ def test_batches_keep_to_the_padded_token_budget_and_an_oversized_input_runs_alo
     while s:
         batches.append([(x.indices, x.tokens) for x in s.take(100, 10)])
     # longest first; a batch costs its inputs x its longest (what a padded graph run costs): 20 alone,
-    # then 2 x 4 = 8 (a third 4 would be 12 > 10), then 4 (the 1 is under half its width: it waits), then 1
-    assert batches == [[((3,), 20)], [((0, 1), 8)], [((2,), 4)], [((4,), 1)]]
+    # then 2 x 4 = 8 (a third 4 would be 12 > 10), then 4 and 1: all that waits fits this batch (2 x 4), so
+    # the 1 runs now although it is under half the batch's width
+    assert batches == [[((3,), 20)], [((0, 1), 8)], [((2, 4), 5)]]
 
 
 def test_the_rest_of_a_batch_is_filled_with_inputs_of_like_length():

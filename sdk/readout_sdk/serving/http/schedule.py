@@ -9,7 +9,8 @@ the older first on a tie) one input, so the oldest always finishes whatever arri
 goes into the very next batch however large the requests before it. Then throughput: the rest of the batch
 is filled with the longest waiting inputs of any request that are no wider than the batch and at least
 half as wide (least served first on a tie), so the inputs of one batch are of like length and padding wastes
-little, as when the SDK sorts a whole call by length; a narrower input waits for a narrower batch. A request's answer is put back in input order once its last slice ran. A
+little, as when the SDK sorts a whole call by length; a narrower input waits for a narrower batch, unless
+all that waits fits this one batch (then waiting would only delay it). A request's answer is put back in input order once its last slice ran. A
 request whose future is done (its client went away, or one of its slices failed) is dropped with its
 remaining inputs.
 
@@ -153,9 +154,8 @@ class Schedule:
 
     def full(self, max_items: int, max_tokens: int) -> bool:
         """Whether the next call's requests already fill a batch (no reason to wait for more)."""
-        turns = self._turns()
-        items = sum(w.left for w in turns)
-        return items >= max_items or items * max((w.width(0) for w in turns), default=0) >= max_tokens
+        return _waiting_work(self._turns(), max_items, max_tokens) >= 0
+
 
     def take(self, max_items: int, max_tokens: int) -> list[Slice]:
         """The next batch, and marks it scheduled (the order: the module's docstring). An input over the
@@ -164,6 +164,8 @@ class Schedule:
         if not turns:
             return []
         batch = _Batch(turns, max_items, max_tokens)
+        # when all that waits fits one batch it all runs now: making a narrow input wait would only delay it
+        batch.picky = _waiting_work(turns, max_items, max_tokens) > 0
         oldest = min(turns, key=lambda w: w.arrival)
         newcomer = turns[0] if turns[0] is not oldest else None
         batch.width = oldest.width(0)
@@ -180,6 +182,13 @@ class Schedule:
         return pieces
 
 
+def _waiting_work(turns: list[Waiting], max_items: int, max_tokens: int) -> int:
+    """Positive when the inputs of ``turns`` are more than one batch holds (as one batch: as many inputs, as
+    wide as the widest), 0 when they just fill it, negative when they leave room."""
+    items = sum(w.left for w in turns)
+    return max(items - max_items, items * max((w.width(0) for w in turns), default=0) - max_tokens)
+
+
 class _Batch:
     """One batch being cut: the pending positions each request gives it, in the order the requests joined."""
 
@@ -188,6 +197,7 @@ class _Batch:
         self.taken: dict[int, list[int]] = {}  # per request (its place in ``turns``): pending positions taken
         self.items = 0
         self.width = 0  # the longest input the batch may hold: what each of its rows is padded to
+        self.picky = True  # whether inputs under half the batch's width wait (more waits than one batch holds)
 
     def room(self, tokens: int) -> bool:
         """Whether one more input fits ``tokens`` padded tokens (the first input of a batch always does)."""
@@ -196,8 +206,8 @@ class _Batch:
     def worth(self, width: int) -> bool:
         """Whether an input of ``width`` tokens is at least half as wide as the batch: a narrower one would
         be mostly padding here, and waits for a narrower batch (it is never starved: the oldest's longest
-        input and the least-served request's input join whatever their width)."""
-        return 2 * width >= self.width
+        input and the least-served request's input join whatever their width). Not :attr:`picky`: any is."""
+        return not self.picky or 2 * width >= self.width
 
     def take(self, w: Waiting, at: int) -> None:
         self.taken.setdefault(self.turns.index(w), []).append(at)
