@@ -196,7 +196,7 @@ BAD = [  # (path, body, headers, status, message part)
     ("/embed", {"inputs": "word " * 400, "truncate": False}, None, 413, "truncate is false"),
     ("/models/cross/rerank", {"query": "q", "texts": ["a"], "raw_scores": True}, None, 422, "raw scores are not served"),
     ("/models/sentiment/predict", {"inputs": ["a", "b", "c"]}, None, 400, "3 strings"),
-    ("/models/sentiment/rerank", {"query": "q", "texts": ["a"]}, None, 422, "served by /predict"),
+    ("/models/sentiment/rerank", {"query": "q", "texts": ["a"]}, None, 404, "served by /predict"),
     ("/models/qa/answers", {"inputs": [{"question": "q"}]}, None, 422, "missing field 'context'"),
     ("/models/nope/embed", {"inputs": "a"}, None, 404, "model 'nope' is not served here"),
     ("/nowhere", {}, None, 404, "no such route"),
