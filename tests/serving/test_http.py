@@ -185,7 +185,7 @@ BAD = [  # (path, body, headers, status, message part)
     ("/v1/embeddings", {"model": "minilm", "input": ["fine", "   "]}, None, 400, "item 1"),
     ("/v1/embeddings", {"model": "minilm", "input": ["a", 3]}, None, 400, "$.input[1]: expected a string"),
     ("/v1/embeddings", {"model": "nope", "input": "a"}, None, 404, "model 'nope' is not served here"),
-    ("/v1/embeddings", {"model": "sentiment", "input": "a"}, None, 400, "sequence_classification model, served by /predict"),
+    ("/v1/embeddings", {"model": "sentiment", "input": "a"}, None, 404, "sequence_classification model, served by /predict"),
     ("/v1/embeddings", {"model": "minilm", "input": "a", "encoding_format": "int8"}, None, 400, "encoding_format"),
     ("/v1/embeddings", {"model": "minilm", "input": "a", "role": "query"}, None, 400, "it declares no roles"),
     ("/v1/embeddings", {"model": "minilm", "input": "a"}, {}, 401, "missing API key"),

@@ -71,7 +71,7 @@ def no_route(served: Served, route: str, why: str = "") -> Problem:
         routes = [r for part in served.readouts.values() for r in part.family.http_routes]
     else:
         what, routes = f"is a {served.family.name} model", list(served.family.http_routes)
-    return Problem("no_route", f"{route}: model {served.name!r} {what}{why}; it is served by "
+    return Problem("no_route", f"{route}: model {served.name!r} {what}{why}, served by "
                                f"{' and '.join(routes) or 'no route'}")
 
 
