@@ -52,6 +52,8 @@ def walk(routes: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
         if sub is not None and hasattr(r, "path"):  # a Mount
             yield from walk(sub, prefix + r.path)
             continue
+        if not getattr(r, "include_in_schema", True):
+            continue  # not part of the API (Swagger UI's files)
         for method in sorted(getattr(r, "methods", None) or ()):
             if method != "HEAD":  # Starlette adds HEAD beside GET
                 yield _template((prefix + r.path) or "/"), method, _template(r.path)
@@ -146,22 +148,3 @@ async def serve_document(request: Any, server: Any) -> Any:
     # no route module, so the route modules can import it
     return Answer(document(request.app.routes, request.app.state.route_docs, title="readout-export serve-http", version=__version__,
                            authenticated=server.options.api_key is not None))
-
-
-_PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>readout-export serve-http: API</title>
-<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui.css"></head>
-<body><div id="ui"></div>
-<noscript>The API is described by <a href="openapi.json">openapi.json</a> (OpenAPI 3.0).</noscript>
-<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui-bundle.js"></script>
-<script>SwaggerUIBundle({url: "openapi.json", dom_id: "#ui"});</script>
-</body></html>
-"""
-
-
-async def docs_page(request: Any) -> Any:
-    """``GET /docs``: Swagger UI over ``openapi.json``; the browser loads Swagger UI from jsDelivr's CDN (the
-    server itself makes no outbound call); the ``noscript`` part links the document."""
-    from starlette.responses import HTMLResponse
-
-    return HTMLResponse(_PAGE)
