@@ -1,21 +1,21 @@
 """What a connection may hold of the server: a deadline for its request's headers and one for its body, and a
 cap on open connections (uvicorn's own protocol, with a guard around it).
 
-uvicorn closes an idle keep-alive connection (``timeout_keep_alive``) but has no deadline for a request
-that is being sent: a client that sends half its headers, or half its body, holds the socket (and, for a
-body, a running request) for ever, and a few hundred of them exhaust the server. The guard arms a timer
-when a connection opens or a new request's first bytes arrive (``header_timeout_s``, from the first byte
-to the end of the headers) and another once the headers are in (``body_timeout_s``, for the whole body);
-each is a deadline from its phase's start, so trickling bytes cannot extend it. A deadline runs only while
-the server waits to read the request it is to answer next: while it answers one request, a request pipelined
-behind it waits in uvicorn's queue (httptools) or its buffer (h11), and uvicorn pauses reading behind a body the
+uvicorn closes an idle keep-alive connection (``timeout_keep_alive``) but has no deadline for a request that
+is being sent: a client that sends half its headers, or half its body, holds the socket (and, for a body, a
+running request) for ever, and a few hundred of them exhaust the server. The guard arms a timer when a
+connection opens or a new request's first bytes arrive (``header_timeout_s``, from the first byte to the end
+of the headers) and another once the headers are in (``body_timeout_s``, for the whole body); each is a
+deadline from its phase's start, so trickling bytes cannot extend it. A deadline runs only while the server
+waits to read the request it is to answer next: while it answers one request, a request pipelined behind it
+waits in uvicorn's queue (httptools) or its buffer (h11), and uvicorn pauses reading behind a body the
 application has not read yet; bytes the client sent meanwhile are not late. The phase starts afresh when the
-queued request's turn comes or reading resumes. When one fires, the client
-gets ``408`` (if no answer has started) and the connection is closed; a request whose body never came is
-dropped as a gone client. Beyond ``max_connections`` open connections a new one gets ``503`` and is closed
-at once, so the connections already open keep being served (uvicorn's ``limit_concurrency`` would instead
-answer every connection's next request 503). Both answers are `problems` kinds (``timeout``, ``connections``),
-counted under those names, with the body every other refusal has."""
+queued request's turn comes or reading resumes. When one fires, the client gets ``408`` (if no answer has
+started) and the connection is closed; a request whose body never came is dropped as a gone client. Beyond
+``max_connections`` open connections a new one gets ``503`` and is closed at once, so the connections already
+open keep being served (uvicorn's ``limit_concurrency`` would instead answer every connection's next request
+503). Both answers are `problems` kinds (``timeout``, ``connections``), counted under those names, with the
+body every other refusal has."""
 from __future__ import annotations
 
 import asyncio
