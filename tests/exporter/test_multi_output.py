@@ -225,7 +225,7 @@ def test_http_serves_each_output_on_its_route_as_the_sdk(built, engine):
             for got, w in zip(rows, tokens):
                 np.testing.assert_allclose(got, w.vectors, atol=1e-6)
         refused = client.post("/predict", json={"inputs": "x"})
-        assert refused.status_code == 422 and "holds the outputs dense, multi_vector, sparse" in refused.text
+        assert refused.status_code == 404 and "holds the outputs dense, multi_vector, sparse" in refused.text
         assert client.get("/info").json()["outputs"] == list(OUTPUTS)
 
 

@@ -195,13 +195,13 @@ def test_served_over_http_as_the_sdk_returns_them(geometry, monkeypatch):
     for got, exp in zip(root.json()["results"], want[1:4], strict=True):
         np.testing.assert_allclose(got["tangent"], exp["tangent"], atol=1e-5)
     for refused in (wrong, predict):
-        assert refused.status_code == 422 and "geometry" in refused.json()["error"], refused.text
+        assert refused.status_code == 404 and "geometry" in refused.json()["error"], refused.text
     assert body["model"] == "codes" and body["release_id"]
     for got, exp in zip(body["results"], want):
         np.testing.assert_allclose(got["tangent"], exp["tangent"], atol=1e-5)
         assert abs(got["radius"] - exp["radius"]) < 1e-5
     assert text.status_code == 200 and np.allclose(text.json()["results"][0]["tangent"], want[0]["tangent"], atol=1e-5)
-    assert wrong.status_code == 422 and "/records" in wrong.text
+    assert wrong.status_code == 404 and "/records" in wrong.text
 
 
 def test_ray_data_columns_are_the_plugins_records(geometry):

@@ -158,7 +158,7 @@ def test_sentence_similarity_and_tei_similarity_are_cosines_of_the_sdks_vectors(
     ("/similarity", {"inputs": {"sentences": ["b"]}}, 400, "$.inputs.source_sentence: expected a string, got null"),
     ("/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b", 2]}}, 400, "$.inputs.sentences[1]"),
     ("/similarity", {"inputs": "a"}, 400, "$.inputs: expected an object"),
-    ("/models/sentiment/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"]}}, 422,
+    ("/models/sentiment/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"]}}, 404,
      "/similarity: model 'sentiment' is a sequence_classification model"),
 ])
 def test_similarity_refusals_name_the_path(http, path, doc, status, part):

@@ -71,15 +71,17 @@ def test_refusals_openai_answers_400_are_400(server):
     c = client(server)
     for kwargs, part in (({"model": "minilm", "input": []}, "the list is empty"),
                          ({"model": "minilm", "input": "x", "dimensions": 100}, "no 100-dimensional vectors"),
-                         ({"model": "sentiment", "input": "x"}, "served by /predict"),
                          ({"model": "minilm", "input": ["fine", "   "]}, "item 1")):
         with pytest.raises(openai.BadRequestError, match=part) as refused:
             c.embeddings.create(**kwargs)
         assert refused.value.status_code == 400
-    # the other dialect keeps text-embeddings-inference's 422 for the same refusal
+    # a model whose family has no such route is 404 in both dialects (issue 46.3), naming the route that serves it
+    with pytest.raises(openai.NotFoundError, match="served by /predict") as refused:
+        c.embeddings.create(model="sentiment", input="x")
+    assert refused.value.status_code == 404
     r = httpx.post(server.url + "/models/sentiment/embed", json={"inputs": "x"}, timeout=30,
                    headers={"Authorization": f"Bearer {KEY}"})
-    assert r.status_code == 422 and "served by /predict" in r.json()["error"]
+    assert r.status_code == 404 and "served by /predict" in r.json()["error"]
 
 
 def test_tiktoken_ids_are_refused_even_when_they_are_valid_ids_here(server, minilm):

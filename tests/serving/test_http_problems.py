@@ -14,8 +14,9 @@ TEI_DOC = Path(__file__).resolve().parents[1] / "data" / "tei" / "openapi.json"
 TEI_STATUS = {"Unhealthy": 503, "Backend": 424, "Overloaded": 429, "Tokenizer": 422, "Validation": 422, "Empty": 400}
 # ours beyond TEI's: 401 (TEI answers it with no body), 404 (an unknown model or route), 413 (a limit), 400 for a
 # body of the wrong shape, 415 for one not declared JSON (TEI's JSON extractor answers both in plain text), 500 (a
-# fault of this server): docs/serving.md, "Differences from text-embeddings-inference"
-OURS = {"unauthorized", "not_found", "too_large", "malformed", "media_type", "internal"}
+# fault of this server), 408 (a request not sent in time: TEI has no deadline), 404 for a route the model's family
+# lacks (TEI serves one model): docs/serving.md, "Differences from text-embeddings-inference"
+OURS = {"unauthorized", "not_found", "too_large", "malformed", "media_type", "internal", "timeout", "no_route"}
 
 
 def test_error_types_and_statuses_are_teis():

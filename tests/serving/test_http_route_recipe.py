@@ -1,7 +1,7 @@
 """docs/architecture.md, "Adding an HTTP route", followed: the page's handler (step 1) added to the typed routes'
 ``ROUTES`` (step 2) and named by the embedding family (step 3) must answer each input's embedding norm, equal to
 the norm of what the SDK's ``embed`` returns (numpy's norm, the oracle), at the root and under /models/{model}; a
-model whose family does not name the route is refused with a 422 naming its family. A recipe gone stale fails here.
+model whose family does not name the route is refused with a 404 naming its family. A recipe gone stale fails here.
 
 Models: the session's REAL all-MiniLM-L6-v2 embedding artifact and the SYNTHETIC sentiment classifier."""
 from __future__ import annotations
@@ -52,4 +52,4 @@ def test_the_route_recipe_serves_its_route_and_refuses_other_families(shared, mo
         assert reply.status_code == 200, reply.text
         assert reply.json()["model"] == "e"
         np.testing.assert_allclose(reply.json()["norms"], want, rtol=1e-5)
-    assert refused.status_code == 422 and "sequence_classification" in refused.json()["error"], refused.text
+    assert refused.status_code == 404 and "sequence_classification" in refused.json()["error"], refused.text

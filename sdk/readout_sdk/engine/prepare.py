@@ -56,7 +56,11 @@ class Preparer:
         return out
 
     def _side(self, asked: str | None) -> str | None:
-        """The side to cut this call's items from (None: the record's), checked by name."""
+        """The side to cut this call's items from (None: the record's), checked by name. The record's own side
+        is no override: the call cuts exactly as the artifact does uncalled, as its reference does (an artifact
+        that cuts from the left under a role's prompt cuts the prompt, as sentence-transformers does with it;
+        only another side than the record's is the call's own, and the encoder refuses it where it would
+        remove a prompt, `TextEncoder._prompt_kept`)."""
         if asked is None:
             return None
         one_of("truncation_side", asked, SIDES)
@@ -64,7 +68,7 @@ class Preparer:
         if self.context.template is not None and asked != recorded:  # the template cuts its own two texts
             raise WrongCall(f"truncation_side={asked!r}: this reranker's prompt template cuts its query and document "
                             f"from the {recorded}, as its record states")
-        return None if self.context.windows is not None else asked
+        return None if self.context.windows is not None or asked == recorded else asked
 
     def batches(self, prepared: PreparedItems, batch_size: int) -> Iterator[PreparedBatch]:
         """``prepared``'s parts length-sorted into padded batches (of ``batch_size`` items and

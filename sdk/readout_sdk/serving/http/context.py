@@ -51,20 +51,28 @@ class Server:
 
 def serves(served: Served, route: str) -> Served:
     """What answers ``route`` for the model: the model itself, or, for a multi-output artifact, its readout whose
-    family serves the route (`Family.http_routes`: /embed the dense output, /embed_sparse the sparse one); 422
-    naming the routes that do otherwise."""
+    family serves the route (`Family.http_routes`: /embed the dense output, /embed_sparse the sparse one); a 404
+    naming the family and the routes that do otherwise (`no_route`)."""
     if served.readouts:
         for part in served.readouts.values():
             if route in part.family.http_routes:
                 return part
+    elif route in served.family.http_routes:
+        return served
+    raise no_route(served, route)
+
+
+def no_route(served: Served, route: str, why: str = "") -> Problem:
+    """The 404 for a model whose family has no ``route``: one line naming the model, its family (each output's,
+    for a multi-output artifact) and the routes it does have; ``why`` what the route would need."""
+    if served.readouts:
+        families = ", ".join(part.family.name for part in served.readouts.values())
+        what = f"holds the outputs {', '.join(served.readouts)} (of the families {families})"
         routes = [r for part in served.readouts.values() for r in part.family.http_routes]
-        raise Problem("not_supported", f"{route}: model {served.name!r} holds the outputs "
-                                       f"{', '.join(served.readouts)}, served by {' and '.join(routes)}")
-    routes = served.family.http_routes
-    if route not in routes:
-        raise Problem("not_supported", f"{route}: model {served.name!r} is a {served.family.name} model, served by "
-                                       f"{' and '.join(routes)}")
-    return served
+    else:
+        what, routes = f"is a {served.family.name} model", list(served.family.http_routes)
+    return Problem("no_route", f"{route}: model {served.name!r} {what}{why}, served by "
+                               f"{' and '.join(routes) or 'no route'}")
 
 
 def role(doc: dict[str, Any]) -> str | None:

@@ -43,8 +43,8 @@ async def answer(request: Any, server: Server, handlers: dict[str, Handler]) -> 
     task = TASKS.get(route)
     if task is None:
         if route not in handlers:  # a plugin's HttpRoutes may name a route this server does not have
-            raise Problem("not_supported", f"POST /: model {model.name!r} is a {model.family.name} model whose first "
-                                           f"route {route} is not a route of this server")
+            raise Problem("no_route", f"POST /: model {model.name!r} is a {model.family.name} model whose first "
+                                      f"route {route} is not a route of this server")
         return await handlers[route](request, server)
     return await task(request, server, await B.read_json(request, server.options.limits.max_body_bytes))
 

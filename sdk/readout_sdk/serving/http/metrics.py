@@ -9,8 +9,9 @@ from readout_sdk.serving.http.problems import KINDS
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144)
-# `problems.KINDS`, a client gone ("cancelled"), a request not sent in time ("timeout"), a connection over the cap
-ERROR_KINDS = (*KINDS, "cancelled", "timeout", "connections")
+# `problems.KINDS` (a request not sent in time, "timeout", and a connection over the cap, "connections", among
+# them), and a client gone ("cancelled": nothing is answered, so it is no refusal)
+ERROR_KINDS = (*KINDS, "cancelled")
 
 
 class Metrics:

@@ -3,8 +3,10 @@
 The ``openai`` client raises by status (400 ``BadRequestError``, 401 ``AuthenticationError``, 404
 ``NotFoundError``) and callers key on ``error.code``: ``invalid_api_key`` for a missing or wrong key,
 ``model_not_found`` for a model that is not served. OpenAI answers a value it refuses (an empty input, an
-unsupported ``dimensions``, an unknown ``encoding_format``, a model that does not embed) with 400, where the
-text-embeddings-inference dialect says 422; the limits keep their 413 naming the option that raises them.
+unsupported ``dimensions``, an unknown ``encoding_format``) with 400, where the
+text-embeddings-inference dialect says 422; the limits keep their 413 naming the option that raises them; a
+model whose family has no such route is 404 in both dialects (code ``no_route``), as OpenAI answers a model
+sent to an endpoint that does not serve it.
 """
 from __future__ import annotations
 

@@ -20,9 +20,11 @@ OPENAPI_VERSION = "3.0.3"
 IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 """A token-id array (TEI's ``InputIds`` item)."""
 _STATUS_TEXT = {400: "Malformed body, or an empty list of inputs (error_type Empty)", 401: "Missing or wrong API key",
-                404: "Unknown model or route", 413: "Over a request limit", 415: "Not application/json",
-                422: "A value the model refuses (Validation, Tokenizer)", 424: "The runtime failed (Backend)",
-                429: "Overloaded: retry after Retry-After seconds", 503: "Draining"}
+                404: "Unknown model, or a route the model's family does not have (the body names its routes)",
+                408: "The request's headers or body not sent in time", 413: "Over a request limit",
+                415: "Not application/json", 422: "A value the model refuses (Validation, Tokenizer)",
+                424: "The runtime failed (Backend)", 429: "Overloaded: retry after Retry-After seconds",
+                503: "Draining, or over --max-connections (Unhealthy)"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ def walk(routes: Any, prefix: str = "") -> Iterator[tuple[str, str, str]]:
         if sub is not None and hasattr(r, "path"):  # a Mount
             yield from walk(sub, prefix + r.path)
             continue
+        if not getattr(r, "include_in_schema", True):
+            continue  # not part of the API (Swagger UI's files)
         for method in sorted(getattr(r, "methods", None) or ()):
             if method != "HEAD":  # Starlette adds HEAD beside GET
                 yield _template((prefix + r.path) or "/"), method, _template(r.path)
@@ -64,9 +68,13 @@ def document(routes: Any, docs: Mapping[tuple[str, str], RouteDoc], *, title: st
              authenticated: bool) -> dict[str, Any]:
     """The OpenAPI 3.0 document of ``routes`` (a Starlette route list) with the contracts ``docs``."""
     paths: dict[str, dict[str, Any]] = {}
+    # a model route (one also served under /models/{model}/) answers 404 at the root too: the default model's
+    # family may not have it (`problems` kind no_route)
+    model_routes = {(method, key) for path, method, key in walk(routes) if "{" in path and path != key}
     for path, method, key in walk(routes):
         doc = docs.get((method, key), UNDECLARED)
-        paths.setdefault(path, {})[method.lower()] = _operation(path, method, doc, authenticated)
+        operation = _operation(path, method, doc, authenticated, (method, key) in model_routes)
+        paths.setdefault(path, {})[method.lower()] = operation
     out: dict[str, Any] = {
         "openapi": OPENAPI_VERSION,
         "info": {"title": title, "version": version,
@@ -80,7 +88,7 @@ def document(routes: Any, docs: Mapping[tuple[str, str], RouteDoc], *, title: st
     return out
 
 
-def _operation(path: str, method: str, doc: RouteDoc, authenticated: bool) -> dict[str, Any]:
+def _operation(path: str, method: str, doc: RouteDoc, authenticated: bool, model_route: bool) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": _operation_id(method, path), "summary": doc.summary}
     params = re.findall(r"{(\w+)}", path)
     if params:
@@ -92,12 +100,25 @@ def _operation(path: str, method: str, doc: RouteDoc, authenticated: bool) -> di
     if doc.response is not None:
         ok["content"] = {doc.media: {"schema": dict(doc.response)}}
     error = "#/components/schemas/" + ("OpenAIErrorResponse" if _openai(path) else "ErrorResponse")
-    statuses = set(doc.errors) | ({401} if authenticated and not doc.public else set()) | ({404} if params else set())
+    statuses = set(doc.errors) | _statuses(doc, authenticated, bool(params) or model_route)
     op["responses"] = {"200": ok, **{str(s): {"description": _STATUS_TEXT.get(s, "Error"), "content": {
         "application/json": {"schema": {"$ref": error}}}} for s in sorted(statuses)}}
     if doc.public and authenticated:
         op["security"] = []
     return op
+
+
+def _statuses(doc: RouteDoc, authenticated: bool, model_route: bool) -> set[int]:
+    """The refusals every route of its kind may answer beside its own (`problems.KINDS`): 401 without the key,
+    503 while draining (`app._admit`) unless public; 404 on a model route; 408 and 415 where a body is read."""
+    out = {401} if authenticated and not doc.public else set()
+    if not doc.public:
+        out.add(503)
+    if model_route:
+        out.add(404)
+    if doc.request is not None:
+        out |= {408, 415}
+    return out
 
 
 def _openai(path: str) -> bool:
@@ -127,22 +148,3 @@ async def serve_document(request: Any, server: Any) -> Any:
     # no route module, so the route modules can import it
     return Answer(document(request.app.routes, request.app.state.route_docs, title="readout-export serve-http", version=__version__,
                            authenticated=server.options.api_key is not None))
-
-
-_PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>readout-export serve-http: API</title>
-<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui.css"></head>
-<body><div id="ui"></div>
-<noscript>The API is described by <a href="openapi.json">openapi.json</a> (OpenAPI 3.0).</noscript>
-<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14/swagger-ui-bundle.js"></script>
-<script>SwaggerUIBundle({url: "openapi.json", dom_id: "#ui"});</script>
-</body></html>
-"""
-
-
-async def docs_page(request: Any) -> Any:
-    """``GET /docs``: Swagger UI over ``openapi.json``; the browser loads Swagger UI from jsDelivr's CDN (the
-    server itself makes no outbound call); the ``noscript`` part links the document."""
-    from starlette.responses import HTMLResponse
-
-    return HTMLResponse(_PAGE)

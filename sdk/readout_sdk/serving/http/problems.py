@@ -17,13 +17,16 @@ KINDS: dict[str, tuple[int, str]] = {
     "empty": (400, "Empty"),                 # an empty list of inputs (TEI's "Batch is empty")
     "unauthorized": (401, "Unauthorized"),   # missing or wrong API key
     "not_found": (404, "Validation"),        # unknown model or route
-    "not_supported": (422, "Validation"),    # the model's family has no such call
+    "no_route": (404, "Validation"),         # the model's family has no such route (the body names its routes)
+    "not_supported": (422, "Validation"),    # the model cannot answer this call's values (rerank of a multi-label model)
     "validation": (422, "Validation"),       # a value the SDK refuses (empty text, unknown role, ...)
     "tokenizer": (422, "Tokenizer"),         # token ids the tokenizer cannot take (/decode, token-id inputs)
     "too_large": (413, "Validation"),        # a per-request limit or the body size
+    "timeout": (408, "Validation"),          # a request's headers or body not sent in time (`connections`)
     "media_type": (415, "Validation"),       # a body that is not declared application/json
     "overloaded": (429, "Overloaded"),       # the queue is full: retry after Retry-After seconds
     "unavailable": (503, "Unhealthy"),       # draining before exit
+    "connections": (503, "Unhealthy"),       # over --max-connections: the connection is refused (`connections`)
     "backend": (424, "Backend"),             # the runtime failed on inputs it had accepted (TEI's 424)
     "internal": (500, "Backend"),            # a fault of the server itself, not of the request or runtime
 }

@@ -2,7 +2,7 @@
 own description: ``POST /decode`` (token ids to text with the artifact's tokenizer), ``POST /embeddings``
 (TEI's alias of OpenAI's ``/v1/embeddings``: the same handler), ``GET /ping`` and ``GET /`` (TEI's health
 aliases, for SageMaker and the Inference API), ``GET /openapi.json`` (the OpenAPI document generated from
-the route list, `openapi`) and ``GET /docs`` (Swagger UI over it).
+the route list, `openapi`) and ``GET /docs`` (Swagger UI over it, `swagger`).
 
 Each route's schemas are declared here beside its handler (:data:`DOCS`), where the generator reads them."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any, Callable
 from readout_sdk.serving.http import body as B
 from readout_sdk.serving.http import openai_routes, route_docs, tei_routes
 from readout_sdk.serving.http.context import Answer, Server
-from readout_sdk.serving.http.openapi import IDS, RouteDoc, docs_page, serve_document
+from readout_sdk.serving.http import swagger
+from readout_sdk.serving.http.openapi import IDS, RouteDoc, serve_document
 from readout_sdk.serving.http.problems import Problem
 from readout_sdk.serving.http.tei_ids import ids_text
 
@@ -56,7 +57,7 @@ DOCS: dict[tuple[str, str], RouteDoc] = {
                            errors=(503,), public=True),
     ("GET", "/openapi.json"): RouteDoc("This document (OpenAPI 3.0), generated from the route list", None,
                                        {"type": "object"}, errors=(), public=True),
-    ("GET", "/docs"): RouteDoc("Swagger UI over /openapi.json (the page loads Swagger UI from a CDN)", None,
+    ("GET", "/docs"): RouteDoc("Swagger UI over /openapi.json (its files served by this server)", None,
                                {"type": "string"}, media="text/html", errors=(), public=True),
 }
 
@@ -67,14 +68,13 @@ def all_docs() -> dict[tuple[str, str], RouteDoc]:
 
 
 def routes(route: Callable[..., Any]) -> list[Any]:
-    """The top-level routes, made with `app.create_app`'s ``route`` (auth, errors, metrics)."""
-    from starlette.routing import Route
-
+    """The top-level routes, made with `app.create_app`'s ``route`` (auth, errors, metrics), and Swagger UI's
+    page and files (`swagger`: public, static)."""
     return [route("/embeddings", "/embeddings", openai_routes.embeddings, openai=True),
             route("/ping", "/ping", tei_routes.health, "GET", public=True),
             route("/", "/", tei_routes.health, "GET", public=True),
             route("/openapi.json", "/openapi.json", serve_document, "GET", public=True),
-            Route("/docs", docs_page, methods=["GET"])]
+            *swagger.routes()]
 
 
 MODEL_ROUTES = [("/decode", "POST", decode)]

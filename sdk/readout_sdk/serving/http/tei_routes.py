@@ -21,7 +21,7 @@ import numpy as np
 
 from readout_sdk.results import Embeddings
 from readout_sdk.serving.http import body as B
-from readout_sdk.serving.http.context import Answer, Server, role, run, run_texts, serves
+from readout_sdk.serving.http.context import Answer, Server, no_route, role, run, run_texts, serves
 from readout_sdk.serving.http.problems import Problem
 from readout_sdk.serving.http.tei_ids import inputs_of
 
@@ -59,8 +59,7 @@ async def similarity_doc(request: Any, server: Server, doc: dict[str, Any]) -> A
     try:
         served = serves(model, "/embed")  # the score is of /embed's vectors
     except Problem:
-        raise Problem("not_supported", f"/similarity: model {model.name!r} is a {model.family.name} model; similarity "
-                                       "compares an embedding model's vectors") from None
+        raise no_route(model, "/similarity", " (similarity compares an embedding model's vectors)") from None
     source, sentences = _similarity_inputs(doc)
     # items: the source sentence, then each sentence (a refusal's "item k" counts the source as item 0)
     outcome = await run(request, served, doc, [source, *sentences], "$.inputs")
