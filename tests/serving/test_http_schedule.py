@@ -174,8 +174,9 @@ def test_two_large_requests_alternate_and_share_the_last_batch():
     s.add(job("B", 40, runner))
     got = cut(s)
     a, b = [f"A{i}" for i in range(40)], [f"B{i}" for i in range(40)]
-    # the older first, then half of each batch each, until it is done
-    assert got == [a[:16], a[16:24] + b[:8], a[24:32] + b[8:16], a[32:] + b[16:24], b[24:]]
+    # the older takes the first batch but one seat, which the newer, not yet served, gets; then the older
+    # half of each batch, the newer the rest, until it is done
+    assert got == [a[:15] + b[:1], a[15:23] + b[1:9], a[23:31] + b[9:17], a[31:39] + b[17:25], a[39:] + b[25:]]
 
 
 def test_the_oldest_request_progresses_under_a_stream_of_newcomers():
@@ -186,8 +187,9 @@ def test_the_oldest_request_progresses_under_a_stream_of_newcomers():
     got = cut(s)
     large = [[x for x in batch if x.startswith("L")] for batch in got]
     ls = [f"L{i}" for i in range(40)]
-    # first alone as the oldest and least served, then half of each batch although 96 newcomer inputs wait
-    assert large[:4] == [ls[:16], ls[16:24], ls[24:32], ls[32:]]
+    # first half the batch and the ties (the oldest and least served), every newcomer one seat (6); then
+    # half of each batch although 96 newcomer inputs wait
+    assert large[:5] == [ls[:10], ls[10:18], ls[18:26], ls[26:34], ls[34:]]
     assert all(len(batch) == 16 for batch in got[:-1])  # the other half went to the newcomers
 
 
@@ -218,10 +220,11 @@ def test_the_rest_of_a_batch_is_filled_with_inputs_of_like_length():
     s.add(job("R2", 2, runner, tokens=[1, 1]))
     s.add(job("R3", 2, runner, tokens=[8, 10]))
     # batch 1: the oldest (R0) gives its 10, so the batch is 10 wide (its 2 would be mostly padding: it
-    # waits); the rest goes to the longest inputs no wider, of any request: R3's 10, R1's 9, R3's 8.
-    # Batch 2: R0 is still the oldest (its 2: 2 wide), R2 the least served (its longest no wider: a 1);
-    # then R1's 2 and R2's other 1, not R1's 3 (wider than the batch). Batch 3: R1's 3
-    assert cut(s, items=4, tokens=1000) == [["R00", "R31", "R30", "R11"], ["R01", "R20", "R21", "R12"], ["R10"]]
+    # waits); each request not yet served gets a seat, with its widest input no wider: R1's 9, R2's 1,
+    # R3's 10. Batch 2 (every request served now): R0's 2 sets the width; the widest inputs no wider and at
+    # least half as wide: R1's 2 and R2's 1, not R1's 3 or R3's 8. Batch 3: R1 is the oldest (its 3), R3
+    # the least served (its 8 widens the batch)
+    assert cut(s, items=4, tokens=1000) == [["R00", "R11", "R20", "R31"], ["R01", "R12", "R21"], ["R10", "R30"]]
 
 
 def test_a_newcomer_wider_than_the_oldest_still_runs_in_the_next_batch():
@@ -255,13 +258,13 @@ def test_a_gone_request_is_dropped_with_its_waiting_inputs():
     a, b = job("A", 40, runner), job("B", 3, runner)
     s.add(a)
     s.add(b)
-    s.take(16, 10 ** 6)  # A's first slice
+    s.take(16, 10 ** 6)  # A's first slice, and B's seat
     loop = asyncio.new_event_loop()
     try:
         a.future, b.future = loop.create_future(), loop.create_future()
         a.future.cancel()
-        assert s.drop_gone() == 24 and s.items == 3
-        assert cut(s) == [["B0", "B1", "B2"]]
+        assert s.drop_gone() == 25 and s.items == 2
+        assert cut(s) == [["B1", "B2"]]
     finally:
         loop.close()
 
@@ -291,3 +294,60 @@ def test_every_input_runs_exactly_once_within_both_budgets(seed):
     assert not later
     want = [f"{name}{i}" for name in counts for i in range(len(counts[name]))]
     assert sorted(ran) == sorted(want)  # each input of each request once, none twice
+
+
+def test_every_newcomer_gets_a_seat_in_the_next_batch():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("L", 400, runner, tokens=[400] * 400))
+    s.take(32, 65536)  # the large request's first batch is in flight
+    for k in range(8):
+        s.add(job(f"S{k}-", 1, runner, tokens=[12]))
+    names = [x for piece in s.take(32, 65536) for x in piece.items]
+    assert [x for x in names if x.startswith("S")] == [f"S{k}-0" for k in range(8)]  # all 8, not one a batch
+    assert len(names) == 32
+
+
+def test_an_oldest_input_too_wide_to_share_a_batch_takes_turns_with_the_newcomer():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("D", 50, runner, tokens=[1100] * 50))  # each over half of a 2,048-token budget
+    s.take(32, 2048)
+    s.add(job("S", 1, runner, tokens=[5]))
+    assert [piece.items for piece in s.take(32, 2048)] == [["S0"]]  # not after the 49 other wide inputs
+
+
+def test_a_request_of_another_call_is_not_held_back_by_a_stream_of_newcomers():
+    runner, s = FakeRunner(), Schedule()
+    s.add(job("D", 100, runner, key="document"))
+    ran, k = [], 0
+    while len([x for x in ran if x.startswith("D")]) < 100:
+        s.add(job(f"Q{k}-", 1, runner, key="query"))  # a new query request before every batch
+        k += 1
+        ran += [x for piece in s.take(16, 10 ** 6) for x in piece.items]
+        assert k < 40, "the document request is starved"
+    assert len([x for x in ran if x.startswith("D")]) == 100
+
+
+def test_an_input_of_several_rows_is_priced_as_its_rows_times_the_widest():
+    runner, s = FakeRunner(), Schedule()
+    # three windows of up to 512 tokens each (1,536 tokens in all), then 1-row inputs of 512 tokens
+    s.add(Job(key="embed", items=["W0", "T0", "T1", "T2"], token_counts=[1536, 512, 512, 512], run=runner,
+              shapes=[(3, 512), (1, 512), (1, 512), (1, 512)]))
+    assert [piece.items for piece in s.take(6, 10 ** 6)] == [["W0", "T0", "T1", "T2"]]  # 6 rows 512 wide: one run
+    s.add(Job(key="embed", items=["W0", "T0"], token_counts=[1536, 512], run=runner, shapes=[(3, 512), (1, 512)]))
+    assert [piece.items for piece in s.take(3, 10 ** 6)] == [["W0"]]  # 3 rows fill a 3-row batch
+    assert [piece.items for piece in s.take(3, 10 ** 6)] == [["T0"]]
+
+
+def test_a_runner_that_answers_too_few_results_fails_its_batch_not_the_server():
+    def short(shares):
+        return [x.upper() for share in shares for x in share][:-1]
+
+    async def scenario():
+        b = Batcher("m", batching())
+        with pytest.raises(RuntimeError, match="answered 1 results for 2 inputs"):
+            await b.submit(Job(key="embed", items=["a", "b"], token_counts=[1, 1], run=short))
+        later = await asyncio.wait_for(b.submit(job("P", 2, FakeRunner())), 10)
+        await b.close()
+        return later
+
+    assert asyncio.run(scenario()) == ["P0", "P1"]

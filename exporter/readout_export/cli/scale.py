@@ -140,9 +140,9 @@ def serve(artifact: str, name: str | None, host: str, http_port: int, grpc_port:
 @click.option("--max-body-bytes", default=2_000_000, show_default=True, type=click.IntRange(min=1),
               help="Request body size.")
 @click.option("--max-batch-items", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Inputs merged from concurrent requests into one model call.")
+              help="Rows (inputs; a windowed text one per window) merged from concurrent requests into one model call.")
 @click.option("--max-batch-tokens", default=32_768, show_default=True, type=click.IntRange(min=1),
-              help="Padded tokens (inputs x the longest) merged into one model call.")
+              help="Padded tokens (rows x the widest row) merged into one model call.")
 @click.option("--max-wait-ms", default=2.0, show_default=True, type=click.FloatRange(min=0),
               help="How long a request may wait for others to fill its batch.")
 @click.option("--max-queue-items", default=4096, show_default=True, type=click.IntRange(min=1),

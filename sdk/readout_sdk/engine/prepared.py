@@ -65,7 +65,8 @@ class PreparedItems:
 
     def select(self, indices: Sequence[int]) -> "PreparedItems":
         """Items ``indices``, in that order, as their own prepared set sharing their parts (a server runs
-        inputs of like length from several requests in one batch)."""
+        inputs of like length from several requests in one batch). Its ``start`` is the first index's;
+        it names items only for a run of indices (refusals name items at prepare, before any select)."""
         js = list(indices)
         out = PreparedItems(len(js), self.role, self.start + (js[0] if js else 0))
         out.items = [self.items[j] for j in js]

@@ -180,6 +180,10 @@ def run_batch(batch: list[Slice]) -> list[Sequence[Any] | BaseException]:
         return [_alone(piece) for piece in batch]
     except Exception as e:  # a runtime fault: every request of the batch learns of it
         return [e] * len(batch)
+    if len(results) != sum(len(piece.indices) for piece in batch):  # a family's bug, never a short answer
+        fault = RuntimeError(f"the model answered {len(results)} results for "
+                             f"{sum(len(piece.indices) for piece in batch)} inputs")
+        return [fault] * len(batch)
     out: list[Sequence[Any] | BaseException] = []
     for piece in batch:
         n = len(piece.indices)

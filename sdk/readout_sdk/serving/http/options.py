@@ -24,8 +24,8 @@ class Limits:
 class Batching:
     """How concurrent requests are merged, and how much may wait.
 
-    A batch closes when it holds ``max_batch_items`` inputs or ``max_batch_tokens`` padded tokens (its
-    inputs x its longest input, what a padded graph run costs), or
+    A batch closes when it holds ``max_batch_items`` rows or ``max_batch_tokens`` padded tokens (its rows
+    x its widest row, what a padded graph run costs; an input is one row, or one per window or choice), or
     ``max_wait_ms`` after its first request arrived, whichever comes first (a larger request is cut into
     several batches, interleaved with other requests'; an input over the token bound runs alone). At most ``max_queue_items`` inputs wait; a request
     that would exceed that is answered 429 at once with ``Retry-After``, so overload never grows memory."""

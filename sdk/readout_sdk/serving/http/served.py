@@ -139,7 +139,7 @@ class Served:
                                        "per request (--max-tokens)", where)
         # queued whole, run in slices beside other requests' (`batcher`): results come back in input order
         job = Job(key=(name, form, decided, tuple(sorted((options or {}).items()))), items=prepared,
-                  token_counts=tokens, run=self._runner(form, options or {}, decided))
+                  token_counts=tokens, run=self._runner(form, options or {}, decided), shapes=_shapes(prepared))
         records = await self._submit(job, where, disconnected)
         return Outcome(list(records), sum(tokens), truncated)
 
@@ -200,6 +200,14 @@ def engine_sized(batching: Batching, engine: Any) -> Batching:
     batch the size of one graph run is what lets a small request wait for one run, not several."""
     return replace(batching, max_batch_items=min(batching.max_batch_items, engine.batch_size),
                    max_batch_tokens=min(batching.max_batch_tokens, engine.max_batch_tokens))
+
+
+def _shapes(prepared: PreparedItems) -> list[tuple[int, int]]:
+    """Per item, the rows it runs as (one per window or choice) and its widest row: what the scheduler
+    prices a batch by (rows x the widest row), as the engine pads each row to its batch's widest."""
+    return [(sum(len(p.encodings) for p in parts),
+             max((len(e.ids) + p.expansion_rows for p in parts for e in p.encodings), default=0))
+            for parts in prepared.parts]
 
 
 def _characters(item: Any) -> int:
