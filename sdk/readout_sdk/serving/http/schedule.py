@@ -195,6 +195,8 @@ class Schedule:
         alone = len(turns) == 1
         batch.share(anchor, max_items if alone else max(1, max_items // 2), max_tokens if alone else max_tokens // 2)
         for w in seats:
+            if batch.rows >= max_items:
+                break
             at = batch.closest(w)
             if w.width(at) <= batch.width:
                 batch.add(w, at)
@@ -262,6 +264,8 @@ class _Batch:
     def fill(self) -> None:
         """The rest: the widest pending inputs no wider than the batch and :meth:`worth` it, least served
         first on a tie."""
+        if self.rows >= self.max_items:
+            return
         heads = [(-w.width(at), k, at) for k, w in enumerate(self.turns) if (at := self._next(w, 0)) is not None]
         heapq.heapify(heads)
         while heads and self.rows < self.max_items:
