@@ -128,9 +128,10 @@ CASES = [
 # Per-architecture repeats that the architecture matrix (tests/exporter/test_architectures.py) checks cell by cell
 # against eager, left and right padded, at a tighter tolerance (1e-5), with the same head or the same pooling and
 # normalization (its ST_LAYOUT): they run with the matrix under `-m architectures` (CI runs it after the default
-# run). The default run keeps each family's bert case here (the independent client, batches 1/2/7, a wrong pad
-# id), every pooling mode on bert, the combinations the matrix has not (max on xlm-roberta, content rows on
-# deberta-v2), and the matrix's own slice (a qwen2 classifier, an xlm-roberta embedding).
+# run). The default run keeps every family at least once here, on bert where it has a bert case (the independent
+# client, batches 1/2/7, a wrong pad id), every pooling mode on bert, the combinations the matrix has not (max on
+# xlm-roberta, content rows on deberta-v2), and the matrix's own slice (a qwen2 classifier, an xlm-roberta
+# embedding).
 SWEPT_BY_THE_MATRIX = {("sequence_classification", a) for a in (*synthetic.ARCHS, "modernbert") if a != "bert"} | \
                       {("extractive_qa", "roberta")} | \
                       {("embedding", a) for a in ("roberta", "distilbert", "mpnet", "qwen2")}
