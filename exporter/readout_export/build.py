@@ -155,16 +155,16 @@ def _plugin_module(plan: Plan, config: Any) -> Any:
                                        f"{first_line(e)}") from None
 
 
-def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, str]],
-            adapter_files: list[tuple[str, str]]) -> dict[str, Any]:
+def _source(plan: Plan, record: dict[str, Any], hashes: Any) -> dict[str, Any]:
     """readout.json's ``source``: the model directory and its weight files' hashes, and, where the model has them,
     the adapter directory and its files, and the model's own code files (what the parity reference checks before
-    it runs, and what reconciliation resolves the kept manifest against)."""
+    it runs, and what reconciliation resolves the kept manifest against); ``hashes``: the record's
+    (`readout_export.graph.weights.WeightHashes`)."""
     source: dict[str, Any] = {"model": str(plan.source.root), "weights_sha256": record["provenance"]["weights_sha256"],
-                              "weights": [{"file": f, "sha256": s} for f, s in sorted(weight_files)]}
+                              "weights": [{"file": f, "sha256": s} for f, s in sorted(hashes.files)]}
     if plan.adapter is not None:
         source["adapter"] = {"path": str(plan.adapter.root), "sha256": record["provenance"]["adapter_sha256"],
-                             "files": [{"file": f, "sha256": s} for f, s in adapter_files]}
+                             "files": [{"file": f, "sha256": s} for f, s in hashes.adapter_files]}
     if plan.remote is not None:
         source["code"] = [{"file": f, "sha256": s} for f, s in sorted(record["remote_code"]["files"].items())]
     return source
@@ -179,13 +179,13 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     step(f"tokenizer: {plan.source.tokenizer_dir}")
     tok_sha = save_tokenizer(plan.tokenizer, staging / "tokenizer.json")
     traced = _trace(plan, step)
-    record, weight_files, adapter_files = _record_of(plan, traced, tok_sha, step)
+    record, hashes = _record_of(plan, traced, tok_sha, step)
     worst, targets, pending = _produce_targets(plan, traced, record, staging, step)
     meta = {
         "abi": record,
         "targets": targets,
         "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-        "source": _source(plan, record, weight_files, adapter_files),
+        "source": _source(plan, record, hashes),
         "build": {"manifest": plan.manifest.data, "notes": plan.notes,
                   "example_max_abs_error": worst},
     }
@@ -215,6 +215,7 @@ class _Traced:
     inputs: dict[str, Any]
     outputs: list[Any]
     out_dims: dict[str, int]
+    family: Any  # the plan's (`Plan.spec`), handed to the recipes so that none looks it up by name again
     made: Any = None
 
     def production(self, staging: Path, record: dict[str, Any], step: Progress) -> Any:
@@ -225,7 +226,8 @@ class _Traced:
             config = self.core.model.config
             heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
             hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
-            self.made = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None)
+            self.made = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None,
+                                   self.family)
         return self.made
 
 
@@ -256,22 +258,20 @@ def _trace(plan: Plan, step: Progress) -> _Traced:
         for axis, size in zip(o.axes, t.shape):
             if axis not in varying_axes():
                 out_dims[axis] = int(size)
-    return _Traced(graph, core, inputs, list(outputs), out_dims)
+    return _Traced(graph, core, inputs, list(outputs), out_dims, spec)
 
 
-def _record_of(plan: Plan, traced: _Traced, tok_sha: str,
-               step: Progress) -> tuple[dict[str, Any], list[tuple[str, str]], list[tuple[str, str]]]:
-    """The record (checked against the ABI), and the weight and adapter files it was hashed from."""
+def _record_of(plan: Plan, traced: _Traced, tok_sha: str, step: Progress) -> tuple[dict[str, Any], Any]:
+    """The record (checked against the ABI), and the weight hashes it holds (`graph.weights.WeightHashes`)."""
     from readout_export.graph.architecture import describe
     from readout_export.graph.forms import vector_forms
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
+    from readout_export.graph.record import build_record
+    from readout_export.graph.weights import hash_weights
 
     tok = plan.tokenizer
-    weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
-    adapter_files = adapter_file_hashes(plan) if plan.adapter is not None else []
+    hashes = hash_weights(plan, arch.prefix)
     forms = None
     if plan.vectors:
         step("vector forms: " + ("fitting int8/uint8 ranges on the calibration corpus" if plan.vectors["texts"]
@@ -279,13 +279,11 @@ def _record_of(plan: Plan, traced: _Traced, tok_sha: str,
         forms = vector_forms(plan, traced.graph, tok, list(traced.inputs), traced.out_dims["dim"],
                              plan.normalize == "l2", plan.score_type or "cosine")
     record = build_record(
-        plan, tok, out_dims=traced.out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
-        weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+        plan, tok, out_dims=traced.out_dims, arch=arch, hashes=hashes, tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
-        forms=forms, adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
-        adapter_sha256=weights_digest(adapter_files) if plan.adapter is not None else None)
+        forms=forms)
     validate_record(record)
-    return record, weight_files, adapter_files
+    return record, hashes
 
 
 def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], staging: Path,
@@ -358,7 +356,7 @@ def head_files(plan: Any) -> list[tuple[str, str]]:
     return [(str(o.head.relative_to(root)), sha256_file(o.head)) for o in plan.outputs.values() if o.head is not None]
 
 
-def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, Any]) -> dict[str, Any]:
+def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, object]) -> dict[str, Any]:
     """The multi-output record from each output's single-family record (`graph.record.build_record` of its plan):
     the shared sections once, each output's ``readout`` and ``output`` under ``readouts``, its graph outputs
     renamed ``<output>.<name>``, and the layered identity over all of it."""
@@ -382,27 +380,24 @@ def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[st
 
 
 def outputs_record(plan: Any, dims: dict[str, dict[str, int]], tok_sha: str,
-                   versions: dict[str, str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight files it hashes (the
-    backbone's and the head files): what build writes and reconciliation re-derives without running the model."""
+                   versions: dict[str, str]) -> tuple[dict[str, Any], Any]:
+    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight hashes it holds (the
+    backbone's and the head files'): what build writes and reconciliation re-derives without running the model."""
     from readout_export.graph.architecture import describe
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import _combine, file_hashes, plan_digests
+    from readout_export.graph.record import build_record
+    from readout_export.graph.weights import hash_weights
 
     base, tok = plan.base, plan.base.tokenizer
-    heads = head_files(plan)
-    weight_files = file_hashes(base) + heads
     arch = describe(base)
-    weights = plan_digests(base, arch.prefix)
-    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
-        weights["head"] = _combine(sorted(heads))
+    # the head files are the head layer (what the readouts read beyond the backbone)
+    hashes = hash_weights(base, arch.prefix).with_heads(head_files(plan))
     # each output's single-family record, as a build of that readout alone writes it
-    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
-                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, hashes=hashes,
+                                  tokenizer_sha256=tok_sha,
                                   source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
                                   versions=versions)
                for name, out in plan.outputs.items()}
-    return multi_record(plan, records, weights), weight_files
+    return multi_record(plan, records, hashes.digests), hashes
 
 
 def build_multi(plan: Any, staging: Path, step: Any) -> Any:
@@ -435,7 +430,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
             for axis, size in zip(o.axes, t.shape):
                 if axis not in varying_axes():
                     dims[name][axis] = int(size)
-    record, weight_files = outputs_record(plan, dims, tok_sha, _versions())
+    record, hashes = outputs_record(plan, dims, tok_sha, _versions())
     validate_record(record)
     step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
     export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)
@@ -445,7 +440,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
     listed = [produce(production, t) for t in base.targets]
     meta = {"abi": record, "targets": [t.listing() for t in listed],
             "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-            "source": _source(base, record, weight_files, []),
+            "source": _source(base, record, hashes),
             "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
             "serving": {"min_parity": None}}
     meta["lifecycle"] = derive_from(staging, record, {}).to_json()

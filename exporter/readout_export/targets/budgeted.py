@@ -43,7 +43,8 @@ def build_budgeted(plan: Plan, t: Target, staging: Path, fp32_name: str, meta: d
     step(f"{name}: searching for the fastest graph that keeps {floor_text(budget)} (calibration corpus)")
     try:
         work.mkdir()
-        outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step)
+        outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step,
+                         plan.spec)
         if not outcome.keeping:
             raise ManifestError(_where(plan, t), f"no recipe keeps {floor_text(budget)} on the calibration corpus: "
                                               f"{best_reached(outcome.frontier, budget)}")
