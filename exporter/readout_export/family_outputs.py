@@ -125,18 +125,7 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
     from readout_export.planning.resolve import resolve
 
     data = manifest.data
-    for key in data:
-        if key not in FIELDS:
-            raise ManifestError(f"$.{key}", f"does not apply to a multi-output manifest ($.outputs); a multi-output "
-                                            f"artifact takes {sorted(FIELDS - {'outputs'})} and each output its own "
-                                            "readout")
-    from readout_sdk.targets import FP32_GRAPH, kind_of
-
-    for i, t in enumerate(data.get("targets") or []):
-        kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))  # the schema checked the words
-        if kind is None or kind.file != FP32_GRAPH:
-            raise ManifestError(f"$.targets[{i}]", "a multi-output artifact is built as its onnx fp32 graph in this "
-                                                   "release (targets that run that graph only)")
+    _check_common(data)
     common = {k: v for k, v in data.items() if k != "outputs"}
     outputs: dict[str, OutputPlan] = {}
     base: Plan | None = None
@@ -180,6 +169,23 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
     base.notes.append(f"multi-output: {', '.join(f'{n} ({o.plan.family})' for n, o in ordered.items())}, one "
                       "backbone pass")
     return MultiPlan(manifest, base, ordered)
+
+
+def _check_common(data: dict[str, Any]) -> None:
+    """What a multi-output manifest states besides its outputs: the fields it takes, and targets that run the
+    onnx fp32 graph."""
+    from readout_sdk.targets import FP32_GRAPH, kind_of
+
+    for key in data:
+        if key not in FIELDS:
+            raise ManifestError(f"$.{key}", f"does not apply to a multi-output manifest ($.outputs); a multi-output "
+                                            f"artifact takes {sorted(FIELDS - {'outputs'})} and each output its own "
+                                            "readout")
+    for i, t in enumerate(data.get("targets") or []):
+        kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))  # the schema checked the words
+        if kind is None or kind.file != FP32_GRAPH:
+            raise ManifestError(f"$.targets[{i}]", "a multi-output artifact is built as its onnx fp32 graph in this "
+                                                   "release (targets that run that graph only)")
 
 
 def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any], fam: Family) -> OutputPlan:
