@@ -180,7 +180,8 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     tok_sha = save_tokenizer(plan.tokenizer, staging / "tokenizer.json")
     traced = _trace(plan, step)
     record, hashes = _record_of(plan, traced, tok_sha, step)
-    worst, targets, pending = _produce_targets(plan, traced, record, staging, step)
+    production = traced.production(staging, record, step)  # one per build: int8 calibration data is made once
+    worst, targets, pending = _produce_targets(plan, traced, production)
     meta = {
         "abi": record,
         "targets": targets,
@@ -198,8 +199,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
         if t.kind.searched:
             from readout_export.targets.budgeted import build_budgeted
 
-            build_budgeted(plan, t, staging, FP32_GRAPH, meta, traced.production(staging, record, step).calibration(),
-                           step)
+            build_budgeted(plan, t, production, meta)
             write_meta(staging, meta)
     if not any(t["file"] == FP32_GRAPH for t in targets):
         (staging / FP32_GRAPH).unlink()
@@ -216,19 +216,15 @@ class _Traced:
     outputs: list[Any]
     out_dims: dict[str, int]
     family: Any  # the plan's (`Plan.spec`), handed to the recipes so that none looks it up by name again
-    made: Any = None
 
     def production(self, staging: Path, record: dict[str, Any], step: Progress) -> Any:
-        """What every target's producer reads (one per build: int8 calibration data is made once)."""
-        if self.made is None:
-            from readout_export.targets import Production
+        """What every target's recipe reads (`readout_export.targets.Production`): made once per build."""
+        from readout_export.targets import Production
 
-            config = self.core.model.config
-            heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
-            hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
-            self.made = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None,
-                                   self.family)
-        return self.made
+        config = self.core.model.config
+        heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
+        hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
+        return Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None, self.family)
 
 
 def _trace(plan: Plan, step: Progress) -> _Traced:
@@ -286,13 +282,14 @@ def _record_of(plan: Plan, traced: _Traced, tok_sha: str, step: Progress) -> tup
     return record, hashes
 
 
-def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], staging: Path,
-                     step: Progress) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+def _produce_targets(plan: Plan, traced: _Traced,
+                     production: Any) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
     """Export the fp32 graph, check it against eager PyTorch, and produce every target made here (the worst
     difference, the targets' listings, and the targets compiled later on their device)."""
     from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, export_onnx
     from readout_export.targets import produce
 
+    staging, record, step = production.staging, production.record, production.step
     inputs, names = traced.inputs, [o.name for o in traced.outputs]
     step(f"exporting {FP32_GRAPH} (opset {plan.opset})")
     export_onnx(traced.graph, inputs, staging / FP32_GRAPH, record, plan.opset, plan.max_length)
@@ -311,7 +308,7 @@ def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], stagin
             step(f"{t.name}: compile on the machine that will run it: readout-export compile "
                  f"{plan.output_dir} --target {t.name}")
             continue
-        made = produce(traced.production(staging, record, step), t)
+        made = produce(production, t)
         if made.file != FP32_GRAPH:
             check_runs(staging / made.file, inputs, names)
         listed.append(made)

@@ -16,6 +16,7 @@ from readout_sdk.targets import Target
 
 from readout_export.errors import ManifestError
 from readout_export.planning.plan import Plan
+from readout_export.targets import Production
 
 REFERENCE_LABEL = "the onnx-fp32 graph on ONNX Runtime (checked against eager PyTorch by this build)"
 
@@ -25,19 +26,19 @@ def _where(plan: Plan, t: Target) -> str:
     return f"$.targets[{i}].budget"
 
 
-def build_budgeted(plan: Plan, t: Target, staging: Path, fp32_name: str, meta: dict[str, Any],
-                   calibration: list[dict[str, Any]], step: Callable[[str], None]) -> None:
+def build_budgeted(plan: Plan, t: Target, p: Production, meta: dict[str, Any]) -> None:
     """Search, prove and list the budgeted target ``t`` in ``meta`` (a ManifestError when nothing keeps
-    its budget)."""
+    its budget); ``p``: what the build's recipes read (the staged fp32 graph, the record, the family, the
+    calibration feeds)."""
     from readout_export.targets.budget_search import best_reached, search
 
+    staging, fp32_name, step = p.staging, p.fp32.name, p.step
     budget, where = dict(t.budget or {}), _where(plan, t)
     work = staging / ".search"  # inside the staging directory: swept with it if the build is killed
     step(f"{t.name}: searching for the fastest graph that keeps {floor_text(budget)} (calibration corpus)")
     try:
         work.mkdir()
-        outcome = search(staging / fp32_name, meta["abi"], staging / "tokenizer.json", budget, calibration, work, step,
-                         plan.spec)
+        outcome = search(p.fp32, meta["abi"], staging / "tokenizer.json", budget, p.calibration(), work, step, p.family)
         if not outcome.keeping:
             raise ManifestError(where, f"no recipe keeps {floor_text(budget)} on the calibration corpus: "
                                        f"{best_reached(outcome.frontier, budget)}")
