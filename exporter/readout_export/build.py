@@ -345,14 +345,6 @@ def assemble_multi(plan: Any) -> tuple[Any, Any]:
     return MultiReadoutGraph(readouts).eval(), core
 
 
-def head_files(plan: Any) -> list[tuple[str, str]]:
-    """(path relative to the model directory, sha256) of every head file the outputs read."""
-    from readout_sdk.artifact import sha256_file
-
-    root = plan.source.root
-    return [(str(o.head.relative_to(root)), sha256_file(o.head)) for o in plan.outputs.values() if o.head is not None]
-
-
 def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, object]) -> dict[str, Any]:
     """The multi-output record from each output's single-family record (`graph.record.build_record` of its plan):
     the shared sections once, each output's ``readout`` and ``output`` under ``readouts``, its graph outputs
@@ -387,7 +379,7 @@ def outputs_record(plan: Any, dims: dict[str, dict[str, int]], tok_sha: str,
     base, tok = plan.base, plan.base.tokenizer
     arch = describe(base)
     # the head files are the head layer (what the readouts read beyond the backbone)
-    hashes = hash_weights(base, arch.prefix).with_heads(head_files(plan))
+    hashes = hash_weights(base, arch.prefix, [o.head for o in plan.outputs.values() if o.head is not None])
     # each output's single-family record, as a build of that readout alone writes it
     records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, hashes=hashes,
                                   tokenizer_sha256=tok_sha,

@@ -96,22 +96,21 @@ class WeightHashes:
     def adapter_sha256(self) -> str | None:
         return weights_digest(self.adapter_files) if self.adapter_digests is not None else None
 
-    def with_heads(self, heads: list[tuple[str, str]]) -> "WeightHashes":
-        """These hashes with head files of the model directory read beyond the backbone (a multi-output
-        artifact's sparse_linear.pt, colbert_linear.pt): hashed with the files, and the head layer."""
-        if not heads:
-            return self
-        return WeightHashes(self.files + heads, self.digests | {"head": _combine(sorted(heads))},
-                            self.adapter_files, self.adapter_digests)
 
-
-def hash_weights(plan, prefix: str | None) -> WeightHashes:
+def hash_weights(plan, prefix: str | None, head_files: Sequence[Path] = ()) -> WeightHashes:
     """The :class:`WeightHashes` of ``plan`` (``prefix``: the backbone's, `graph.architecture.describe`): what
-    build and reconciliation both put in the record."""
+    build and reconciliation both put in the record. ``head_files``: files of the model directory read beyond
+    the backbone (a multi-output artifact's sparse_linear.pt, colbert_linear.pt): hashed with the weight files,
+    and together the head layer."""
+    files, digests = file_hashes(plan), plan_digests(plan, prefix)
+    if head_files:
+        from readout_sdk.artifact import sha256_file
+
+        heads = [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in head_files]
+        files, digests = files + heads, digests | {"head": _combine(sorted(heads))}
     if plan.adapter is None:
-        return WeightHashes(file_hashes(plan), plan_digests(plan, prefix))
-    return WeightHashes(file_hashes(plan), plan_digests(plan, prefix), adapter_file_hashes(plan),
-                        adapter_digests(plan, prefix))
+        return WeightHashes(files, digests)
+    return WeightHashes(files, digests, adapter_file_hashes(plan), adapter_digests(plan, prefix))
 
 
 def split_digests(files: Sequence[Path], prefix: str | None, labels: Sequence[str] | None) -> dict[str, str | None]:
