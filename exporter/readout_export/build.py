@@ -170,6 +170,27 @@ def _source(plan: Plan, record: dict[str, Any], hashes: Any) -> dict[str, Any]:
     return source
 
 
+def _write_readout(plan: Any, staging: Path, record: dict[str, Any], hashes: Any, tok_sha: str,
+                   targets: list[dict[str, Any]], worst: float, pending: list[dict[str, Any]],
+                   min_parity: dict[str, float] | None) -> dict[str, Any]:
+    """Write a fresh build's readout.json into ``staging`` (its lifecycle a DRAFT: no evidence yet), a single-family
+    or a multi-output plan's alike; returns it (a budgeted target lists itself in it once proven). ``pending``: the
+    targets compiled later on their device."""
+    meta = {
+        "abi": record,
+        "targets": targets,
+        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
+        "source": _source(plan, record, hashes),
+        "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
+    }
+    if pending:
+        meta["compile"] = pending
+    meta["serving"] = {"min_parity": min_parity}
+    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
+    write_meta(staging, meta)
+    return meta
+
+
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     from readout_export.planning.tokenizer_io import save_tokenizer
 
@@ -182,19 +203,7 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     record, hashes = _record_of(plan, traced, tok_sha, step)
     production = traced.production(staging, record, step)  # one per build: int8 calibration data is made once
     worst, targets, pending = _produce_targets(plan, traced, production)
-    meta = {
-        "abi": record,
-        "targets": targets,
-        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-        "source": _source(plan, record, hashes),
-        "build": {"manifest": plan.manifest.data, "notes": plan.notes,
-                  "example_max_abs_error": worst},
-    }
-    if pending:
-        meta["compile"] = pending
-    meta["serving"] = {"min_parity": plan.min_parity}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
-    write_meta(staging, meta)
+    meta = _write_readout(plan, staging, record, hashes, tok_sha, targets, worst, pending, plan.min_parity)
     for t in plan.targets:
         if t.kind.searched:
             from readout_export.targets.budgeted import build_budgeted
@@ -427,11 +436,5 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
     step(f"  matches eager PyTorch: max abs difference {worst:.2g} (limit {EXPORT_TOLERANCE:g})")
     production = Production(staging, record, step, None)
     listed = [produce(production, t) for t in base.targets]
-    meta = {"abi": record, "targets": [t.listing() for t in listed],
-            "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-            "source": _source(base, record, hashes),
-            "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
-            "serving": {"min_parity": None}}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
-    write_meta(staging, meta)
+    meta = _write_readout(plan, staging, record, hashes, tok_sha, [t.listing() for t in listed], worst, [], None)
     return BuildResult(plan.output_dir, record, meta["targets"], worst, 0.0, list(plan.notes))
