@@ -155,19 +155,40 @@ def _plugin_module(plan: Plan, config: Any) -> Any:
                                        f"{first_line(e)}") from None
 
 
-def _source(plan: Plan, record: dict[str, Any], weight_files: list[tuple[str, str]],
-            adapter_files: list[tuple[str, str]]) -> dict[str, Any]:
+def _source(plan: Plan, record: dict[str, Any], hashes: Any) -> dict[str, Any]:
     """readout.json's ``source``: the model directory and its weight files' hashes, and, where the model has them,
     the adapter directory and its files, and the model's own code files (what the parity reference checks before
-    it runs, and what reconciliation resolves the kept manifest against)."""
+    it runs, and what reconciliation resolves the kept manifest against); ``hashes``: the record's
+    (`readout_export.graph.weights.WeightHashes`)."""
     source: dict[str, Any] = {"model": str(plan.source.root), "weights_sha256": record["provenance"]["weights_sha256"],
-                              "weights": [{"file": f, "sha256": s} for f, s in sorted(weight_files)]}
+                              "weights": [{"file": f, "sha256": s} for f, s in sorted(hashes.files)]}
     if plan.adapter is not None:
         source["adapter"] = {"path": str(plan.adapter.root), "sha256": record["provenance"]["adapter_sha256"],
-                             "files": [{"file": f, "sha256": s} for f, s in adapter_files]}
+                             "files": [{"file": f, "sha256": s} for f, s in hashes.adapter_files]}
     if plan.remote is not None:
         source["code"] = [{"file": f, "sha256": s} for f, s in sorted(record["remote_code"]["files"].items())]
     return source
+
+
+def _write_readout(plan: Any, staging: Path, record: dict[str, Any], hashes: Any, tok_sha: str,
+                   targets: list[dict[str, Any]], worst: float, pending: list[dict[str, Any]],
+                   min_parity: dict[str, float] | None) -> dict[str, Any]:
+    """Write a fresh build's readout.json into ``staging`` (its lifecycle a DRAFT: no evidence yet), a single-family
+    or a multi-output plan's alike; returns it (a budgeted target lists itself in it once proven). ``pending``: the
+    targets compiled later on their device."""
+    meta = {
+        "abi": record,
+        "targets": targets,
+        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
+        "source": _source(plan, record, hashes),
+        "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
+    }
+    if pending:
+        meta["compile"] = pending
+    meta["serving"] = {"min_parity": min_parity}
+    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
+    write_meta(staging, meta)
+    return meta
 
 
 def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
@@ -179,27 +200,15 @@ def _build_into(plan: Plan, staging: Path, step: Progress) -> BuildResult:
     step(f"tokenizer: {plan.source.tokenizer_dir}")
     tok_sha = save_tokenizer(plan.tokenizer, staging / "tokenizer.json")
     traced = _trace(plan, step)
-    record, weight_files, adapter_files = _record_of(plan, traced, tok_sha, step)
-    worst, targets, pending = _produce_targets(plan, traced, record, staging, step)
-    meta = {
-        "abi": record,
-        "targets": targets,
-        "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-        "source": _source(plan, record, weight_files, adapter_files),
-        "build": {"manifest": plan.manifest.data, "notes": plan.notes,
-                  "example_max_abs_error": worst},
-    }
-    if pending:
-        meta["compile"] = pending
-    meta["serving"] = {"min_parity": plan.min_parity}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()  # DRAFT: no evidence yet
-    write_meta(staging, meta)
+    record, hashes = _record_of(plan, traced, tok_sha, step)
+    production = traced.production(staging, record, step)  # one per build: int8 calibration data is made once
+    worst, targets, pending = _produce_targets(plan, traced, production)
+    meta = _write_readout(plan, staging, record, hashes, tok_sha, targets, worst, pending, plan.min_parity)
     for t in plan.targets:
         if t.kind.searched:
             from readout_export.targets.budgeted import build_budgeted
 
-            build_budgeted(plan, t, staging, FP32_GRAPH, meta, traced.production(staging, record, step).calibration(),
-                           step)
+            build_budgeted(plan, t, production, meta)
             write_meta(staging, meta)
     if not any(t["file"] == FP32_GRAPH for t in targets):
         (staging / FP32_GRAPH).unlink()
@@ -215,18 +224,16 @@ class _Traced:
     inputs: dict[str, Any]
     outputs: list[Any]
     out_dims: dict[str, int]
-    made: Any = None
+    family: Any  # the plan's (`Plan.spec`), handed to the recipes so that none looks it up by name again
 
     def production(self, staging: Path, record: dict[str, Any], step: Progress) -> Any:
-        """What every target's producer reads (one per build: int8 calibration data is made once)."""
-        if self.made is None:
-            from readout_export.targets import Production
+        """What every target's recipe reads (`readout_export.targets.Production`): made once per build."""
+        from readout_export.targets import Production
 
-            config = self.core.model.config
-            heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
-            hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
-            self.made = Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None)
-        return self.made
+        config = self.core.model.config
+        heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
+        hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", None)
+        return Production(staging, record, step, (int(heads), int(hidden)) if heads and hidden else None, self.family)
 
 
 def _trace(plan: Plan, step: Progress) -> _Traced:
@@ -256,22 +263,20 @@ def _trace(plan: Plan, step: Progress) -> _Traced:
         for axis, size in zip(o.axes, t.shape):
             if axis not in varying_axes():
                 out_dims[axis] = int(size)
-    return _Traced(graph, core, inputs, list(outputs), out_dims)
+    return _Traced(graph, core, inputs, list(outputs), out_dims, spec)
 
 
-def _record_of(plan: Plan, traced: _Traced, tok_sha: str,
-               step: Progress) -> tuple[dict[str, Any], list[tuple[str, str]], list[tuple[str, str]]]:
-    """The record (checked against the ABI), and the weight and adapter files it was hashed from."""
+def _record_of(plan: Plan, traced: _Traced, tok_sha: str, step: Progress) -> tuple[dict[str, Any], Any]:
+    """The record (checked against the ABI), and the weight hashes it holds (`graph.weights.WeightHashes`)."""
     from readout_export.graph.architecture import describe
     from readout_export.graph.forms import vector_forms
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
+    from readout_export.graph.record import build_record
+    from readout_export.graph.weights import hash_weights
 
     tok = plan.tokenizer
-    weight_files = file_hashes(plan)
     arch = describe(plan)
     step("hashing weights by tensor name (backbone apart from head) for the layered identity")
-    adapter_files = adapter_file_hashes(plan) if plan.adapter is not None else []
+    hashes = hash_weights(plan, arch.prefix)
     forms = None
     if plan.vectors:
         step("vector forms: " + ("fitting int8/uint8 ranges on the calibration corpus" if plan.vectors["texts"]
@@ -279,22 +284,21 @@ def _record_of(plan: Plan, traced: _Traced, tok_sha: str,
         forms = vector_forms(plan, traced.graph, tok, list(traced.inputs), traced.out_dims["dim"],
                              plan.normalize == "l2", plan.score_type or "cosine")
     record = build_record(
-        plan, tok, out_dims=traced.out_dims, arch=arch, weights=plan_digests(plan, arch.prefix),
-        weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+        plan, tok, out_dims=traced.out_dims, arch=arch, hashes=hashes, tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
-        forms=forms, adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
-        adapter_sha256=weights_digest(adapter_files) if plan.adapter is not None else None)
+        forms=forms)
     validate_record(record)
-    return record, weight_files, adapter_files
+    return record, hashes
 
 
-def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], staging: Path,
-                     step: Progress) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+def _produce_targets(plan: Plan, traced: _Traced,
+                     production: Any) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
     """Export the fp32 graph, check it against eager PyTorch, and produce every target made here (the worst
     difference, the targets' listings, and the targets compiled later on their device)."""
     from readout_export.graph.onnx_export import EXPORT_TOLERANCE, check_export, check_runs, export_onnx
     from readout_export.targets import produce
 
+    staging, record, step = production.staging, production.record, production.step
     inputs, names = traced.inputs, [o.name for o in traced.outputs]
     step(f"exporting {FP32_GRAPH} (opset {plan.opset})")
     export_onnx(traced.graph, inputs, staging / FP32_GRAPH, record, plan.opset, plan.max_length)
@@ -313,7 +317,7 @@ def _produce_targets(plan: Plan, traced: _Traced, record: dict[str, Any], stagin
             step(f"{t.name}: compile on the machine that will run it: readout-export compile "
                  f"{plan.output_dir} --target {t.name}")
             continue
-        made = produce(traced.production(staging, record, step), t)
+        made = produce(production, t)
         if made.file != FP32_GRAPH:
             check_runs(staging / made.file, inputs, names)
         listed.append(made)
@@ -350,15 +354,7 @@ def assemble_multi(plan: Any) -> tuple[Any, Any]:
     return MultiReadoutGraph(readouts).eval(), core
 
 
-def head_files(plan: Any) -> list[tuple[str, str]]:
-    """(path relative to the model directory, sha256) of every head file the outputs read."""
-    from readout_sdk.artifact import sha256_file
-
-    root = plan.source.root
-    return [(str(o.head.relative_to(root)), sha256_file(o.head)) for o in plan.outputs.values() if o.head is not None]
-
-
-def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, Any]) -> dict[str, Any]:
+def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[str, object]) -> dict[str, Any]:
     """The multi-output record from each output's single-family record (`graph.record.build_record` of its plan):
     the shared sections once, each output's ``readout`` and ``output`` under ``readouts``, its graph outputs
     renamed ``<output>.<name>``, and the layered identity over all of it."""
@@ -382,27 +378,24 @@ def multi_record(plan: Any, records: dict[str, dict[str, Any]], weights: dict[st
 
 
 def outputs_record(plan: Any, dims: dict[str, dict[str, int]], tok_sha: str,
-                   versions: dict[str, str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight files it hashes (the
-    backbone's and the head files): what build writes and reconciliation re-derives without running the model."""
+                   versions: dict[str, str]) -> tuple[dict[str, Any], Any]:
+    """The record of a multi-output plan (``dims``: each output's constant axes) and the weight hashes it holds (the
+    backbone's and the head files'): what build writes and reconciliation re-derives without running the model."""
     from readout_export.graph.architecture import describe
-    from readout_export.graph.record import build_record, weights_digest
-    from readout_export.graph.weights import _combine, file_hashes, plan_digests
+    from readout_export.graph.record import build_record
+    from readout_export.graph.weights import hash_weights
 
     base, tok = plan.base, plan.base.tokenizer
-    heads = head_files(plan)
-    weight_files = file_hashes(base) + heads
     arch = describe(base)
-    weights = plan_digests(base, arch.prefix)
-    if heads:  # the head files are the head layer (what the readouts read beyond the backbone)
-        weights["head"] = _combine(sorted(heads))
+    # the head files are the head layer (what the readouts read beyond the backbone)
+    hashes = hash_weights(base, arch.prefix, [o.head for o in plan.outputs.values() if o.head is not None])
     # each output's single-family record, as a build of that readout alone writes it
-    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, weights=weights,
-                                  weights_sha256=weights_digest(weight_files), tokenizer_sha256=tok_sha,
+    records = {name: build_record(out.plan, tok, out_dims=dims[name], arch=arch, hashes=hashes,
+                                  tokenizer_sha256=tok_sha,
                                   source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
                                   versions=versions)
                for name, out in plan.outputs.items()}
-    return multi_record(plan, records, weights), weight_files
+    return multi_record(plan, records, hashes.digests), hashes
 
 
 def build_multi(plan: Any, staging: Path, step: Any) -> Any:
@@ -435,7 +428,7 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
             for axis, size in zip(o.axes, t.shape):
                 if axis not in varying_axes():
                     dims[name][axis] = int(size)
-    record, weight_files = outputs_record(plan, dims, tok_sha, _versions())
+    record, hashes = outputs_record(plan, dims, tok_sha, _versions())
     validate_record(record)
     step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
     export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)
@@ -443,11 +436,5 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
     step(f"  matches eager PyTorch: max abs difference {worst:.2g} (limit {EXPORT_TOLERANCE:g})")
     production = Production(staging, record, step, None)
     listed = [produce(production, t) for t in base.targets]
-    meta = {"abi": record, "targets": [t.listing() for t in listed],
-            "tokenizer": {"file": "tokenizer.json", "sha256": tok_sha},
-            "source": _source(base, record, weight_files, []),
-            "build": {"manifest": plan.manifest.data, "notes": plan.notes, "example_max_abs_error": worst},
-            "serving": {"min_parity": None}}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
-    write_meta(staging, meta)
+    meta = _write_readout(plan, staging, record, hashes, tok_sha, [t.listing() for t in listed], worst, [], None)
     return BuildResult(plan.output_dir, record, meta["targets"], worst, 0.0, list(plan.notes))

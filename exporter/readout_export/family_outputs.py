@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from readout_sdk.families import get as get_family
-from readout_sdk.families import multi_output
+from readout_sdk.families import REGISTRY, Family, multi_output
 from readout_sdk.runners import Lifecycle
 
 from readout_export.errors import ManifestError
@@ -49,8 +48,9 @@ class OutputPlan:
     head_bias: bool = True  # whether the head file's Linear has a bias
 
     @property
-    def family(self) -> Any:
-        return get_family(self.plan.family)
+    def family(self) -> Family:
+        """This output's family, as its plan resolved it (`Plan.spec`)."""
+        return self.plan.spec
 
     @property
     def token_weights(self) -> bool:
@@ -86,8 +86,11 @@ class MultiPlan:
     family = multi_output.NAME
 
     @property
-    def spec(self) -> Any:  # as a plan's: the family its name names (not the backbone's, which __getattr__ gives)
-        return get_family(self.family)
+    def spec(self) -> Any:  # as a plan's, the family its name names: none (not the backbone's, which __getattr__ gives)
+        from readout_sdk.families import UnknownFamily
+
+        raise UnknownFamily(f"{self.family} is several readouts of one backbone, not one family: each output's is "
+                            "outputs[name].family")
 
     @property
     def output_dir(self) -> Path:
@@ -122,26 +125,18 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
     from readout_export.planning.resolve import resolve
 
     data = manifest.data
-    for key in data:
-        if key not in FIELDS:
-            raise ManifestError(f"$.{key}", f"does not apply to a multi-output manifest ($.outputs); a multi-output "
-                                            f"artifact takes {sorted(FIELDS - {'outputs'})} and each output its own "
-                                            "readout")
-    from readout_sdk.targets import FP32_GRAPH, kind_of
-
-    for i, t in enumerate(data.get("targets") or []):
-        kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))  # the schema checked the words
-        if kind is None or kind.file != FP32_GRAPH:
-            raise ManifestError(f"$.targets[{i}]", "a multi-output artifact is built as its onnx fp32 graph in this "
-                                                   "release (targets that run that graph only)")
+    _check_common(data)
     common = {k: v for k, v in data.items() if k != "outputs"}
     outputs: dict[str, OutputPlan] = {}
     base: Plan | None = None
     # in name order: a JSON object's key order is no meaning (readout.json keeps the manifest with sorted keys), and
     # the graph's outputs, the record and the backbone's plan must not depend on it
     stated = {name: data["outputs"][name] for name in sorted(data["outputs"])}
+    # each output's family, resolved once: a built-in one (the schema's enum; a readout means what a built-in
+    # family means), handed to its plan
+    families = {name: REGISTRY[spec["family"]] for name, spec in stated.items()}
     for name, spec in stated.items():  # the schema checked names, families and fields; which apply is the family's
-        fam = get_family(spec["family"])
+        fam = families[name]
         for key in spec.get("readout") or {}:
             if key not in fam.readout_fields:
                 raise ManifestError(f"$.outputs.{name}.readout.{key}", f"does not apply to family {fam.name}")
@@ -150,13 +145,13 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
                                                                 "is fixed by the family")
     for name, spec in stated.items():
         if spec.get("head") is None:
-            if get_family(spec["family"]).head.auto_class != "AutoModel":
+            if families[name].head.auto_class != "AutoModel":
                 raise ManifestError(f"$.outputs.{name}.head", f"a {spec['family']} output of a multi-output artifact "
                                                               "reads the backbone's rows through a head file: name it "
                                                               "(e.g. sparse_linear.pt)")
             sub = common | {"family": spec["family"]} | {k: spec[k] for k in ("readout", "score_type") if k in spec}
             try:
-                plan = resolve(Manifest(sub, manifest.path), every)
+                plan = resolve(Manifest(sub, manifest.path), every, family=families[name])
             except ManifestError as e:  # the output's own fields sit under its name
                 path = e.path if not e.path.startswith(("$.readout", "$.score_type")) else \
                     f"$.outputs.{name}{e.path[1:]}"
@@ -169,17 +164,35 @@ def resolve_outputs(manifest: Manifest, every: bool = False) -> MultiPlan:
                                          "backbone's")
     for name, spec in stated.items():
         if spec.get("head") is not None:
-            outputs[name] = _head_output(manifest, base, name, spec)
+            outputs[name] = _head_output(manifest, base, name, spec, families[name])
     ordered = {name: outputs[name] for name in stated}
     base.notes.append(f"multi-output: {', '.join(f'{n} ({o.plan.family})' for n, o in ordered.items())}, one "
                       "backbone pass")
     return MultiPlan(manifest, base, ordered)
 
 
-def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]) -> OutputPlan:
-    """An output whose head is a file of the model directory (BGE-M3's sparse_linear.pt / colbert_linear.pt)."""
+def _check_common(data: dict[str, Any]) -> None:
+    """What a multi-output manifest states besides its outputs: the fields it takes, and targets that run the
+    onnx fp32 graph."""
+    from readout_sdk.targets import FP32_GRAPH, kind_of
+
+    for key in data:
+        if key not in FIELDS:
+            raise ManifestError(f"$.{key}", f"does not apply to a multi-output manifest ($.outputs); a multi-output "
+                                            f"artifact takes {sorted(FIELDS - {'outputs'})} and each output its own "
+                                            "readout")
+    for i, t in enumerate(data.get("targets") or []):
+        kind = kind_of(t.get("format"), t.get("precision"), t.get("runtime"))  # the schema checked the words
+        if kind is None or kind.file != FP32_GRAPH:
+            raise ManifestError(f"$.targets[{i}]", "a multi-output artifact is built as its onnx fp32 graph in this "
+                                                   "release (targets that run that graph only)")
+
+
+def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any], fam: Family) -> OutputPlan:
+    """An output whose head is a file of the model directory (BGE-M3's sparse_linear.pt / colbert_linear.pt);
+    ``fam``: its family, resolved once (`resolve_outputs`)."""
     where = f"$.outputs.{name}"
-    family = spec["family"]
+    family = fam.name
     if family not in HEAD_FAMILIES:
         raise ManifestError(f"{where}.head", f"an {family} output reads the rows as they are; a head file applies to "
                                              f"{' and '.join(HEAD_FAMILIES)} outputs")
@@ -193,8 +206,8 @@ def _head_output(manifest: Manifest, base: Plan, name: str, spec: dict[str, Any]
         raise ManifestError(f"{where}.head", f"{path.name} maps {weight.shape[1]} features, the backbone's rows have "
                                              f"{width}")
     readout = spec.get("readout") or {}
-    plan = dataclasses.replace(base, family=family, pooling=None, dense=[], normalize="none",
-                               score_type=get_family(family).score_types[0], notes=base.notes)
+    plan = dataclasses.replace(base, spec=fam, pooling=None, dense=[], normalize="none",
+                               score_type=fam.score_types[0], notes=base.notes)
     zeroed: list[int] = []
     if family == "sparse":
         if weight.shape[0] != 1:

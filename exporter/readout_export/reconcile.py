@@ -19,7 +19,6 @@ from typing import Any
 from readout_parity.checks import FAIL, NOT_EVALUATED, PASS, Check
 from readout_sdk.artifact import Artifact, sha256_file
 from readout_sdk.calibration import DECISION_KEYS, overlay
-from readout_sdk.families import get as get_family
 from readout_sdk.families import multi_output
 from readout_sdk.release.identity import LAYERS, layer_fields
 
@@ -98,32 +97,28 @@ def derived_record(art: Artifact, root: Path) -> dict[str, Any]:
     without loading or running the model."""
     from readout_export.graph.architecture import describe
     from readout_export.graph.forms import derived_forms
-    from readout_export.graph.record import build_record, weights_digest
+    from readout_export.graph.record import build_record
     from readout_export.planning.resolve import resolve_kept
     from readout_export.planning.tokenizer_io import save_tokenizer
-    from readout_export.graph.weights import adapter_digests, adapter_file_hashes, file_hashes, plan_digests
+    from readout_export.graph.weights import hash_weights
 
     plan = resolve_kept(art, root, "reconcile")
     arch = describe(plan)
     with tempfile.TemporaryDirectory(prefix="readout-reconcile-") as tmp:
         tok_sha = save_tokenizer(plan.tokenizer, Path(tmp) / "tokenizer.json")
-    files = file_hashes(plan)
+    hashes = hash_weights(plan, arch.prefix)  # an adapter re-hashed apart from the base: a changed file names its field
     dims: dict[str, int] = {"width": arch.width}
     if plan.source.config.get("vocab_size"):
         dims["vocab"] = int(plan.source.config["vocab_size"])
     if plan.labels is not None:
         dims["classes"] = dims["outputs"] = len(plan.labels)
     dims["dim"] = plan.dense[-1].out_features if plan.dense else arch.width * len(plan.pooling or [None])
-    dims |= get_family(plan.family).declared_dims(plan)  # a plugin head's sizes, from its own config
+    dims |= plan.spec.declared_dims(plan)  # a plugin head's sizes, from its own config
     tok = plan.tokenizer
-    return build_record(plan, tok, out_dims=dims, arch=arch, weights=plan_digests(plan, arch.prefix),
-                        weights_sha256=weights_digest(files), tokenizer_sha256=tok_sha,
+    return build_record(plan, tok, out_dims=dims, arch=arch, hashes=hashes, tokenizer_sha256=tok_sha,
                         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None,
                         versions={k: art.record["provenance"].get(k, "") for k in ("torch", "transformers", "onnx")},
-                        forms=derived_forms(plan, dims["dim"], art.record.get("vector_forms")),
-                        # the adapter re-hashed apart from the base: a changed adapter file names its own field
-                        adapter_weights=adapter_digests(plan, arch.prefix) if plan.adapter is not None else None,
-                        adapter_sha256=weights_digest(adapter_file_hashes(plan)) if plan.adapter is not None else None)
+                        forms=derived_forms(plan, dims["dim"], art.record.get("vector_forms")))
 
 
 def derived_multi(art: Artifact, root: Path) -> dict[str, Any]:

@@ -7,8 +7,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from readout_sdk.families import get as get_family
-
 from readout_export.errors import ManifestError
 from readout_export.graph.architecture import feeds_token_types
 from readout_export.graph.readout import POOLED_OUTPUT, ROW_OUTPUT, Dense, boundary_row, gather_row
@@ -199,7 +197,7 @@ def head_row(plan: Plan) -> dict[str, Any] | None:
     build records and reconciliation re-derives); None for a family whose head outputs only per-row values."""
     from readout_export.planning.remote_code import auto_config, model_class
 
-    spec = get_family(plan.family)
+    spec = plan.spec
     if plan.yes_no is not None:
         return dict(YES_NO_ROW)
     if spec.head.auto_class == "AutoModel" or all(spec.head.per_row):
@@ -225,7 +223,7 @@ def load_core(plan: Plan, pad_id: int, adapter_form: str = "merged") -> tuple[Co
     """
     import transformers
 
-    spec = get_family(plan.family)
+    spec = plan.spec
     head = spec.head_for(plan)
     auto_name, attributes = head.auto_class, head.attributes
     kinds = tuple(ROW_OUTPUT if per_row else POOLED_OUTPUT for per_row in head.per_row)

@@ -1,7 +1,6 @@
 """Assemble the `readout-abi/1` record for a plan: the meaning of every graph output."""
 from __future__ import annotations
 
-import hashlib
 import platform
 from pathlib import Path
 from typing import Any
@@ -12,26 +11,17 @@ from readout_sdk.roles import EXPANSION_INPUT, PROMPT_ROWS_INPUT, Role, Roles, p
 
 from readout_export import __version__
 from readout_export.graph.architecture import Architecture
+from readout_export.graph.weights import WeightHashes, weights_digest  # noqa: F401  (weights_digest: public here too)
 from readout_export.planning.plan import Plan
 from readout_export.planning.tokenizer_io import TokenizerInfo
 
-def weights_digest(files: list[tuple[str, str]]) -> str:
-    """One sha256 over (name, sha256) pairs of every weight file, in name order."""
-    h = hashlib.sha256()
-    for name, digest in sorted(files):
-        h.update(f"{name}:{digest}\n".encode())
-    return h.hexdigest()
 
 
 def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], arch: Architecture,
-                 weights: dict[str, Any], weights_sha256: str, tokenizer_sha256: str,
-                 source_tokenizer_sha256: str | None, versions: dict[str, str],
-                 forms: dict[str, Any] | None = None, adapter_weights: dict[str, str | None] | None = None,
-                 adapter_sha256: str | None = None) -> dict[str, Any]:
+                 hashes: WeightHashes, tokenizer_sha256: str, source_tokenizer_sha256: str | None,
+                 versions: dict[str, str], forms: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return the record embedded in every graph and in readout.json, its layered identity included
-    (``weights``: the digests by tensor name, `readout_export.graph.weights.plan_digests`; ``adapter_weights``
-    and ``adapter_sha256``: a merged adapter's digests by what its tensors reach and over its files,
-    `readout_export.graph.weights.adapter_digests` / `adapter_file_hashes`)."""
+    (``hashes``: the weights' and a merged adapter's, `readout_export.graph.weights.hash_weights`)."""
     spec = plan.spec
     record: dict[str, Any] = {
         "abi_version": ABI_VERSION,
@@ -51,7 +41,7 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         },
         "readout": _readout(plan, arch.head, tok),
         "output": spec.output_section(plan, out_dims),
-        "provenance": _provenance(plan, weights_sha256, tokenizer_sha256, source_tokenizer_sha256, versions),
+        "provenance": _provenance(plan, hashes.sha256, tokenizer_sha256, source_tokenizer_sha256, versions),
     }
     # only where the model declares roles (sentence-transformers 6 saves empty query/document prompts, which
     # are roles that change nothing): a record without prompts, and its release id, is what it was
@@ -63,13 +53,13 @@ def build_record(plan: Plan, tok: TokenizerInfo, *, out_dims: dict[str, int], ar
         record["vector_forms"] = forms
     # only where the model has them: a plain record, and its release id, is what it was
     if plan.adapter is not None:
-        record["adapter"] = _adapter(plan, adapter_weights or {})
-        record["provenance"]["adapter_sha256"] = adapter_sha256
+        record["adapter"] = _adapter(plan, hashes.adapter_digests or {})
+        record["provenance"]["adapter_sha256"] = hashes.adapter_sha256
     if plan.remote is not None:
         record["remote_code"] = {"auto_map": dict(plan.remote.auto_map), "files": plan.remote.hashes()}
     if spec.plugin is not None:  # a plugin family: the package a reader must have, at its contract
         record["plugin"] = spec.plugin.section()
-    record["identity"] = compute_identity(record, weights)
+    record["identity"] = compute_identity(record, hashes.digests)
     return record
 
 

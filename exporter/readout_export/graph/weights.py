@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
-
 
 from readout_export.errors import ManifestError, ReadoutExportError
 
@@ -69,6 +69,48 @@ def _combine(parts: Sequence[tuple[str, str]]) -> str:
     for key, d in parts:
         h.update(f"{key}:{d}\n".encode())
     return h.hexdigest()
+
+
+def weights_digest(files: Sequence[tuple[str, str]]) -> str:
+    """One sha256 over (name, sha256) pairs of every weight file, in name order."""
+    return _combine(sorted(files))
+
+
+@dataclass(frozen=True)
+class WeightHashes:
+    """Everything a record says of a plan's weights, hashed once (:func:`hash_weights`): the files read, with
+    their sha256 (``provenance.weights_sha256``, readout.json's ``source.weights``), the digests by tensor name
+    (``identity.weights``, :func:`plan_digests`), and a merged adapter's files and digests by what its tensors
+    reach (empty and None without an adapter)."""
+
+    files: list[tuple[str, str]]
+    digests: dict[str, object]
+    adapter_files: list[tuple[str, str]] = field(default_factory=list)
+    adapter_digests: dict[str, str | None] | None = None
+
+    @property
+    def sha256(self) -> str:
+        return weights_digest(self.files)
+
+    @property
+    def adapter_sha256(self) -> str | None:
+        return weights_digest(self.adapter_files) if self.adapter_digests is not None else None
+
+
+def hash_weights(plan, prefix: str | None, head_files: Sequence[Path] = ()) -> WeightHashes:
+    """The :class:`WeightHashes` of ``plan`` (``prefix``: the backbone's, `graph.architecture.describe`): what
+    build and reconciliation both put in the record. ``head_files``: files of the model directory read beyond
+    the backbone (a multi-output artifact's sparse_linear.pt, colbert_linear.pt): hashed with the weight files,
+    and together the head layer."""
+    files, digests = file_hashes(plan), plan_digests(plan, prefix)
+    if head_files:
+        from readout_sdk.artifact import sha256_file
+
+        heads = [(str(p.relative_to(plan.source.root)), sha256_file(p)) for p in head_files]
+        files, digests = files + heads, digests | {"head": _combine(sorted(heads))}
+    if plan.adapter is None:
+        return WeightHashes(files, digests)
+    return WeightHashes(files, digests, adapter_file_hashes(plan), adapter_digests(plan, prefix))
 
 
 def split_digests(files: Sequence[Path], prefix: str | None, labels: Sequence[str] | None) -> dict[str, str | None]:

@@ -78,9 +78,28 @@ class Manifest:
 def load_manifest(path: str | Path, every: bool = False) -> Manifest:
     """Read ``path`` and check it against the manifest schema and the family's field table. ``every``:
     report every structural problem at once (a ManifestProblems), not only the first."""
-    import jsonschema
-
     p = Path(path)
+    data = _read(p)
+    problems = Problems(every)
+    if "family" in data and "outputs" in data:
+        problems.add(ManifestError("$.outputs", "a manifest states one family or several outputs, not both"))
+    spec = _family_of(data, problems)  # looked up once: the schema's messages and the field table both read it
+    _schema_problems(data, spec, problems)
+    if spec is not None:  # which fields apply is the family's
+        for key in data:
+            if key not in COMMON_FIELDS and key not in spec.manifest_fields:
+                problems.add(ManifestError(f"$.{key}", f"does not apply to family {spec.name}: "
+                                                       f"{WHY_NOT.get(key, 'not used')}"))
+        readout = data.get("readout")
+        for key in readout if isinstance(readout, dict) else {}:
+            if key not in spec.readout_fields:
+                problems.add(ManifestError(f"$.readout.{key}", f"does not apply to family {spec.name}"))
+    problems.raise_any()
+    return Manifest(data, p.resolve())
+
+
+def _read(p: Path) -> dict[str, Any]:
+    """The manifest file parsed: a JSON object of finite values and bounded depth, of this schema version."""
     try:
         raw = p.read_bytes()
     except (OSError, ValueError) as e:  # missing, a directory, a loop, a name too long, a NUL
@@ -94,50 +113,51 @@ def load_manifest(path: str | Path, every: bool = False) -> Manifest:
         raise ManifestError("$", f"expected a JSON object, got {type(data).__name__}")
     if data.get("schema") != MANIFEST_SCHEMA:
         raise ManifestError("$.schema", f"expected {MANIFEST_SCHEMA!r}, got {data.get('schema')!r}")
-    problems = Problems(every)
+    return data
+
+
+def _family_of(data: dict[str, Any], problems: Problems) -> Any:
+    """The family the manifest names where this release knows it (built in, or an installed plugin's, which the
+    schema does not list), else None; a plugin installed but refused (another contract, an import error) is a
+    problem at $.family."""
+    family = data.get("family")
+    if not isinstance(family, str):  # a hostile manifest's family may be any JSON
+        return None
+    if family in FAMILIES:
+        return get_family(family)
+    if family not in plugins.entry_points():
+        return None
+    try:
+        return get_family(family)
+    except AbiError as e:
+        problems.add(ManifestError("$.family", str(e)))
+        return None
+
+
+def _schema_problems(data: dict[str, Any], spec: Any, problems: Problems) -> None:
+    """The schema's errors, each with its JSON path and a did-you-mean (``spec``: the manifest's family, which
+    says which fields are offered)."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(load_schema("manifest-1.schema.json"))
     # at one path, an unknown field comes first: a misspelt name ('precison') is why a required one is missing
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)),
                                                                 e.validator != "additionalProperties"))
     # one family, or several readouts of one backbone ($.outputs, `readout_export.family_outputs`): said by name,
-    # not as the schema's oneOf
-    errors = [e for e in errors if not (e.validator == "oneOf" and not e.absolute_path)]
-    if "family" in data and "outputs" in data:
-        problems.add(ManifestError("$.outputs", "a manifest states one family or several outputs, not both"))
+    # not as the schema's oneOf; a plugin family is known though the schema's enum lists the built-in ones only
+    errors = [e for e in errors if not (e.validator == "oneOf" and not e.absolute_path)
+              and not (spec is not None and list(e.absolute_path) == ["family"])]
     # said after the top level's own schema errors: a misspelt 'famly' there is why it is missing
     no_family = ManifestError("$.family", "required field is missing (or $.outputs: several readouts of one "
                                           "backbone)") if "family" not in data and "outputs" not in data else None
-    family = data.get("family")
-    known_family = isinstance(family, str) and family in FAMILIES  # a hostile manifest's family may be any JSON
-    if isinstance(family, str) and not known_family and family in plugins.entry_points():
-        # a plugin family (`readout_sdk.families.plugins`): the schema lists the built-in ones only
-        try:
-            get_family(family)
-        except AbiError as e:  # installed but refused (another contract, an import error): say so at $.family
-            problems.add(ManifestError("$.family", str(e)))
-        else:
-            known_family = True
-            errors = [e for e in errors if list(e.absolute_path) != ["family"]]
     for err in errors:
         if no_family is not None and err.absolute_path:
             problems.add(no_family)
             no_family = None
-        for where, why in _describe(err, get_family(family) if known_family else None):
+        for where, why in _describe(err, spec):
             problems.add(ManifestError(where, why))
     if no_family is not None:
         problems.add(no_family)
-    if known_family:
-        spec = get_family(family)  # which fields apply is the family's
-        for key in data:
-            if key not in COMMON_FIELDS and key not in spec.manifest_fields:
-                problems.add(ManifestError(f"$.{key}", f"does not apply to family {family}: "
-                                                       f"{WHY_NOT.get(key, 'not used')}"))
-        readout = data.get("readout")
-        for key in readout if isinstance(readout, dict) else {}:
-            if key not in spec.readout_fields:
-                problems.add(ManifestError(f"$.readout.{key}", f"does not apply to family {family}"))
-    problems.raise_any()
-    return Manifest(data, p.resolve())
 
 
 MAX_DEPTH = 32  # a manifest is a few levels deep; deeper is a mistake (and would exhaust the recursion limit)

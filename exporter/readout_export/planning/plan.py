@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from readout_sdk.families import Family
-from readout_sdk.families import get as get_family
 from readout_sdk.targets import Target
 
 from readout_export.errors import ManifestError
@@ -19,11 +18,12 @@ class Plan:
     """Everything a build needs, resolved and checked. ``resolve`` fills it step by step and then freezes it:
     from there on every field is read only (setting one raises ``FrozenInstanceError``), so what a build, its
     reconciliation and its record read is what was checked. Only ``notes`` (what the build says along the way)
-    still grows. ``spec`` is the family, looked up once."""
+    still grows. ``spec`` is the family, resolved once by `resolve` (its name is ``family``); everything
+    downstream reads it here instead of looking the name up again."""
 
     manifest: Manifest
     source: ModelSource
-    family: str
+    spec: Family = field(repr=False)
     max_length: int
     truncation_side: str
     truncation_strategy: str
@@ -54,11 +54,12 @@ class Plan:
     # a yes/no reranker (`readout_export.planning.family_hooks.resolve_yes_no`): {"template": the record's
     # $.input.template, "yes"/"no": {"token", "token_id"}}; None for every other build
     yes_no: dict[str, Any] | None = None
-    spec: Family = field(init=False, repr=False, compare=False)
     _frozen: bool = field(default=False, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.spec = get_family(self.family)
+    @property
+    def family(self) -> str:
+        """The family's name (as the manifest states it)."""
+        return self.spec.name
 
     def __setattr__(self, name: str, value: Any) -> None:
         if getattr(self, "_frozen", False):

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.families import REGISTRY
+from readout_sdk.families import REGISTRY, Family
 from readout_sdk.families import get as get_family
 from readout_sdk.agreement import out_of_range
 from readout_sdk.targets import KINDS, Target, kind_of, onnx_source
@@ -19,7 +19,7 @@ from readout_sdk.targets import target_name as _name
 from readout_sdk.targets.kinds import MANIFEST_FIELDS
 
 from readout_export.errors import ManifestError
-from readout_export.planning.family_hooks import readout_hook, resolve_yes_no
+from readout_export.planning.family_hooks import resolve_yes_no
 from readout_export.planning.forms import declared_forms
 from readout_export.planning.manifest import Manifest, resolved_path
 from readout_export.planning.plan import Plan, agree as _agree
@@ -41,11 +41,13 @@ def position_limit(source: ModelSource) -> int | None:
     return table
 
 
-def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan:
+def resolve(manifest: Manifest, every: bool = False, kept: bool = False, family: Family | None = None) -> Plan:
     """Check ``manifest`` against its model directory and return the build plan. ``every``: go on past
     a problem and report every independent one at once (a ManifestProblems), as `validate` does.
     ``kept``: the manifest an artifact keeps, resolved again (its calibration corpus was read at build and
-    its ranges are in the record, so it is not read again)."""
+    its ranges are in the record, so it is not read again). ``family``: the manifest's family where the caller
+    has resolved it already (a multi-output manifest's output); else it is looked up here, once per plan
+    (`Plan.spec`)."""
     problems = Problems(every)
     model_dir = problems.check(lambda: manifest.model_dir)
     out = problems.check(lambda: manifest.output_dir)
@@ -57,7 +59,8 @@ def resolve(manifest: Manifest, every: bool = False, kept: bool = False) -> Plan
     source = problems.check(lambda: read_source(model_dir))
     if source is None:  # nothing below can be checked without the model directory
         problems.raise_any()
-    plan = Plan(manifest, source, manifest.family, 0, "right", get_family(manifest.family).truncation_strategy)
+    spec = family if family is not None else get_family(manifest.family)
+    plan = Plan(manifest, source, spec, 0, "right", spec.truncation_strategy)
     if "yes_no" in manifest.data:  # a yes/no reranker from the start: what its steps load is the causal LM (head_for)
         plan.yes_no = {}
     for name, step, needs in _steps(plan, out, kept):
@@ -77,7 +80,7 @@ def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
     from readout_export.planning.checkpoint import check_config_sizes
 
     manifest, data, spec = plan.manifest, plan.manifest.data, plan.spec
-    hook = readout_hook(plan.family)
+    hook = spec.exporter_hooks.hook("resolve")  # `family_hooks.readout_hook`, of the family resolved already
     # config.json's sizes come first: transformers builds a name per label (num_labels: 2**31 is 18 GB) and more
     # from them as soon as it reads the config, which loading the tokenizer does too
     # the model directory's own code is refused (or opted in) before anything reads config.json through
@@ -118,8 +121,8 @@ def _steps(plan: Plan, out: Path | None, kept: bool) -> list[Step]:
              ("hook",)),
             ("min_parity", (lambda: _resolve_min_parity(plan, data["serving"]["min_parity"]))
              if "min_parity" in data.get("serving", {}) else None, ()),
-            ("parity", lambda: _check_parity_budgets(plan.family, data.get("parity") or {}), ()),
-            ("evaluation", lambda: _check_evaluation(plan.family, data.get("evaluation") or {}), ())]
+            ("parity", lambda: _check_parity_budgets(spec, data.get("parity") or {}), ()),
+            ("evaluation", lambda: _check_evaluation(spec, data.get("evaluation") or {}), ())]
 
 
 def _resolve_side(plan: Plan) -> None:
@@ -330,14 +333,14 @@ def _default_score_type(plan: Plan, allowed: tuple[str, ...]) -> None:
         plan.score_type = allowed[0]
 
 
-def _check_evaluation(family: str, section: dict[str, Any]) -> None:
+def _check_evaluation(spec: Family, section: dict[str, Any]) -> None:
     """Gates name metrics the family's task reports, in the form `evaluate` reads (checked before any build)."""
     from readout_eval.gates import Gate, GateError
     from readout_eval.tasks import task_of
 
     if not section:
         return
-    spec = get_family(family)
+    family = spec.name
     if not spec.task:  # a family composed without an Evaluation part (`readout_sdk.families.parts`)
         raise ManifestError("$.evaluation", f"family {family} gives no evaluation task, so there is nothing to gate")
     known = task_of(spec).metric_names
@@ -374,18 +377,18 @@ def resolve_kept(art: Any, root: Path, purpose: str) -> Plan:
     return resolve(Manifest(data, art.path / "manifest.json"), kept=True)
 
 
-def _check_parity_budgets(family: str, budgets: dict[str, Any]) -> None:
+def _check_parity_budgets(spec: Family, budgets: dict[str, Any]) -> None:
     """Budget overrides name metrics the family measures (a typo would silently gate nothing)."""
     for precision, metrics in budgets.items():
-        _check_metrics(family, metrics, f"$.parity.{precision}", bounded=True)
+        _check_metrics(spec, metrics, f"$.parity.{precision}", bounded=True)
 
 
-def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bool = False) -> None:
+def _check_metrics(spec: Family, metrics: dict[str, Any], where: str, bounded: bool = False) -> None:
     """Metric names the family measures (with a did-you-mean) and values within each metric's range;
     ``bounded``: values are {"min"|"max": value} as in the parity section, else plain numbers."""
     import difflib
 
-    spec = get_family(family)
+    family = spec.name
     known = (*spec.metric_names, *spec.raw_metric_names)
     for metric, bound in metrics.items():
         if metric not in known:
@@ -399,7 +402,7 @@ def _check_metrics(family: str, metrics: dict[str, Any], where: str, bounded: bo
 
 
 def _resolve_min_parity(plan: Plan, floor: dict[str, float]) -> None:
-    _check_metrics(plan.family, floor, "$.serving.min_parity")  # non-finite numbers never get this far
+    _check_metrics(plan.spec, floor, "$.serving.min_parity")  # non-finite numbers never get this far
     plan.min_parity = {k: float(v) for k, v in floor.items()}
 
 
@@ -526,7 +529,7 @@ def _resolve_target(plan: Plan, i: int, entry: dict[str, Any], kind: Any) -> Tar
         raise ManifestError(f"$.targets[{i}].budget", f"{kind.name} needs a budget, e.g. {{\"min_cosine\": 0.999}}")
     fields: dict[str, Any] = {}
     if "budget" in entry:
-        _check_metrics(plan.family, entry["budget"], f"$.targets[{i}].budget")
+        _check_metrics(plan.spec, entry["budget"], f"$.targets[{i}].budget")
         fields["budget"] = {m: float(v) for m, v in entry["budget"].items()}
     if "profile" in kind.manifest_fields:
         from readout_sdk.profiles import derive_profile

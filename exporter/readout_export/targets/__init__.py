@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from readout_sdk.families import Family
 from readout_sdk.targets import FP32_GRAPH, Target
 
 Step = Callable[[str], None]
@@ -25,6 +26,7 @@ class Production:
     record: dict[str, Any]
     step: Step
     attention: tuple[int, int] | None = None  # (heads, hidden size) from the model's config: what fusing needs
+    family: Family | None = None  # the build's family (`Plan.spec`; None: a multi-output build, nothing calibrated)
     _calibration: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -34,21 +36,22 @@ class Production:
     def calibration(self) -> list[dict[str, Any]]:
         """The calibration feeds (:func:`calibration_feeds`), built once."""
         if self._calibration is None:
-            self._calibration = calibration_feeds(self.record, self.staging)
+            self._calibration = calibration_feeds(self.record, self.staging, self.family)
         return self._calibration
 
 
-def calibration_feeds(record: dict[str, Any], root: Path) -> list[dict[str, Any]]:
+def calibration_feeds(record: dict[str, Any], root: Path, family: Family | None = None) -> list[dict[str, Any]]:
     """Batch-1 feeds of a fixed mixed-length corpus, tokenized exactly as the SDK will (the tokenizer
-    file in ``root``): what int8 recipes calibrate on."""
+    file in ``root``): what int8 recipes calibrate on. ``family``: the record's, where the caller has it
+    resolved (a build's `Plan.spec`); else the one the record names (`readout_sdk.families.of_record`)."""
     from readout_parity.corpus import mixed_corpus
     from readout_sdk.batching import feed_for
-    from readout_sdk.families import Context, get
+    from readout_sdk.families import Context, of_record
 
     from readout_export.targets.quantize import CALIBRATION_ITEMS, CALIBRATION_SEED
 
     ctx = Context(record, root / "tokenizer.json")
-    spec = get(record["family"])
+    spec = family if family is not None else of_record(record)
     items = [spec.check_item(i, x) for i, x in enumerate(mixed_corpus(spec, CALIBRATION_ITEMS, CALIBRATION_SEED))]
     return [feed_for(record, [part]) for parts in spec.encode(ctx, 0, items) for part in parts]
 

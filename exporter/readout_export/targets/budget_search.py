@@ -76,14 +76,14 @@ class Search:
     """Candidate graphs of one fp32 graph, measured on the search corpus against the fp32 graph."""
 
     def __init__(self, fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dict[str, float],
-                 work: Path, say: Callable[[str], None]):
+                 work: Path, say: Callable[[str], None], family: Any):
         from readout_parity.harness import run_units
         from readout_sdk.batching import regroup
-        from readout_sdk.families import Context, get
+        from readout_sdk.families import Context
         from readout_sdk.targets import Target, open_runner
 
         self.fp32_path, self.record, self.budget, self.work, self.say = fp32_path, record, budget, work, say
-        self.family = get(record["family"])
+        self.family = family  # the build's (`Plan.spec`): the record's family, resolved once
         self.ctx = Context(record, tokenizer)
         self.items = [self.family.check_item(i, x) for i, x in enumerate(search_corpus(self.family))]
         self.groups = self.family.encode(self.ctx, 0, self.items)
@@ -165,8 +165,9 @@ class Outcome:
 
 
 def search(fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dict[str, float],
-           calibration: list[dict[str, np.ndarray]], work: Path, say: Callable[[str], None]) -> Outcome:
-    """Run the search of the module docstring; candidate graphs are written under ``work``."""
+           calibration: list[dict[str, np.ndarray]], work: Path, say: Callable[[str], None], family: Any) -> Outcome:
+    """Run the search of the module docstring; candidate graphs are written under ``work``; ``family``: the
+    record's, as the build resolved it (`Plan.spec`)."""
     import onnx
 
     from readout_export.targets.mixed import int8_units, local_errors, restore_float
@@ -174,7 +175,7 @@ def search(fp32_path: Path, record: dict[str, Any], tokenizer: Path, budget: dic
     from readout_sdk.runners import cpu_has_bf16
 
     start = time.monotonic()
-    s = Search(fp32_path, record, tokenizer, budget, work, say)
+    s = Search(fp32_path, record, tokenizer, budget, work, say, family)
     precisions = ["f32"] + (["bf16"] if cpu_has_bf16() else [])
     frontier: list[tuple[Candidate, Path]] = []
     for p in precisions:

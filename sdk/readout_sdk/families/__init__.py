@@ -62,9 +62,12 @@ def of_record(record: Mapping[str, Any]) -> Family:
     """The family an ABI record states, with its plugin statement checked (`plugins.check_record`): an artifact
     whose plugin family is not installed, or is installed at another contract, is refused naming the package."""
     name, stated = record.get("family"), record.get("plugin")
-    if name not in REGISTRY and isinstance(stated, Mapping) and name not in plugins.entry_points():
-        raise plugins.not_installed(str(name), stated)
-    family = get(name)  # type: ignore[arg-type]
+    try:
+        family = get(name)  # type: ignore[arg-type]
+    except UnknownFamily:  # neither built in nor installed: a record that names its plugin says what to install
+        if isinstance(stated, Mapping):
+            raise plugins.not_installed(str(name), stated) from None
+        raise
     plugins.check_record(record, family)
     return family
 

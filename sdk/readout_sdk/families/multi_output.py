@@ -52,7 +52,7 @@ def graph_name(readout: str, output: str) -> str:
 def readouts(record: Mapping[str, Any]) -> dict[str, Readout]:
     """Each readout of a multi-output record, in the order of its outputs in ``$.outputs``, read as a single-family record and checked
     by its family (`Family.check_record`); refusals name the JSON path (``$.readouts.sparse.family``)."""
-    from readout_sdk.families import REGISTRY, get
+    from readout_sdk.families import REGISTRY
 
     stated = record.get("readouts")
     if not isinstance(stated, Mapping) or not stated:
@@ -66,9 +66,11 @@ def readouts(record: Mapping[str, Any]) -> dict[str, Readout]:
         if not isinstance(section, Mapping):
             raise AbiError(f"ABI record {where}: expected an object, got {type(section).__name__}")
         fam_name = section.get("family")
-        if fam_name not in REGISTRY:  # a readout means what a built-in family means (plugins: single-output only)
+        # a readout means what a built-in family means (plugins: single-output only): the built-in table, not
+        # `families.get`, whose plugin fallback does not apply here
+        fam = REGISTRY.get(fam_name) if isinstance(fam_name, str) else None
+        if fam is None:
             raise AbiError(f"ABI record {where}.family: expected one of {list(REGISTRY)}, got {fam_name!r}")
-        fam = get(fam_name)
         names: dict[str, str] = {}
         outputs = []
         for spec in fam.outputs_for(record["input"].get("long_inputs")):
