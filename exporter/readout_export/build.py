@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from readout_sdk.abi import validate_record
+from readout_sdk.abi import check_schema
 from readout_sdk.input_kinds import varying_axes
 from readout_sdk.artifact import sha256_file, write_meta
-from readout_sdk.release.lifecycle import derive_from
+from readout_sdk.release.lifecycle import fresh
 from readout_sdk.staging import place, staged
 from readout_sdk.targets import FP32_GRAPH, Target
 
@@ -186,7 +186,7 @@ def _write_readout(plan: Any, staging: Path, record: dict[str, Any], hashes: Any
     if pending:
         meta["compile"] = pending
     meta["serving"] = {"min_parity": min_parity}
-    meta["lifecycle"] = derive_from(staging, record, {}).to_json()
+    meta["lifecycle"] = fresh(record).to_json()
     write_meta(staging, meta)
     return meta
 
@@ -287,7 +287,8 @@ def _record_of(plan: Plan, traced: _Traced, tok_sha: str, step: Progress) -> tup
         plan, tok, out_dims=traced.out_dims, arch=arch, hashes=hashes, tokenizer_sha256=tok_sha,
         source_tokenizer_sha256=sha256_file(tok.source_file) if tok.source_file else None, versions=_versions(),
         forms=forms)
-    validate_record(record)
+    check_schema(record)
+    plan.spec.check_record(record)  # the build's own family checks what it stated (not looked up again)
     return record, hashes
 
 
@@ -429,7 +430,8 @@ def build_multi(plan: Any, staging: Path, step: Any) -> Any:
                 if axis not in varying_axes():
                     dims[name][axis] = int(size)
     record, hashes = outputs_record(plan, dims, tok_sha, _versions())
-    validate_record(record)
+    check_schema(record)
+    multi_output.check_record(record)  # each readout by its own (built-in) family
     step(f"exporting {FP32_GRAPH} (opset {base.opset}): outputs {', '.join(names)}")
     export_onnx(graph, inputs, staging / FP32_GRAPH, record, base.opset, base.max_length)
     worst = check_export(graph, inputs, staging / FP32_GRAPH, names)

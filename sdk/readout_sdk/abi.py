@@ -55,6 +55,17 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
     Raises :class:`AbiError` with the JSON path of the first problem.
     """
+    check_schema(record)
+    if multi_output.is_multi(record):  # several readouts, each checked by its own family
+        multi_output.check_record(record)
+        return
+    of_record(record).check_record(record)
+
+
+def check_schema(record: Mapping[str, Any]) -> None:
+    """The family-independent part of :func:`validate_record`: a known major version and a schema-valid
+    record. A caller that already holds the record's family (the exporter, which just built it) then has
+    that family check the rest, rather than finding it again by name."""
     import jsonschema
 
     version = record.get("abi_version") if isinstance(record, Mapping) else None
@@ -67,7 +78,3 @@ def validate_record(record: Mapping[str, Any]) -> None:
     if errors:
         err = errors[0]
         raise AbiError(f"ABI record {json_path(err.absolute_path)}: {err.message}")
-    if multi_output.is_multi(record):  # several readouts, each checked by its own family
-        multi_output.check_record(record)
-        return
-    of_record(record).check_record(record)

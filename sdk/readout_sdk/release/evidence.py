@@ -117,6 +117,11 @@ class KeptParity:
         return out
 
 
+def no_parity(shown: str | Path) -> str:
+    """Why an artifact (``shown``: its path, or ARTIFACT for a build's staging) has no parity evidence."""
+    return f"no {PARITY_FILE}: run `readout-export parity {shown}`"
+
+
 def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
                 listing: Mapping[str, Any]) -> tuple[KeptParity | None, str]:
     """The artifact's kept parity report for ``release_id``, counting only targets whose graph sha256 in
@@ -127,7 +132,7 @@ def kept_parity(root: Path, release_id: str | None, files: Mapping[str, str],
         status = kept_status(root, "parity", listing)
         shown = "ARTIFACT" if root.name.startswith(".") else root  # a build's staging directory: not its name
         if status == "absent":
-            return None, f"no {PARITY_FILE}: run `readout-export parity {shown}`"
+            return None, no_parity(shown)
         return None, (f"{PARITY_FILE} is {WHY_IGNORED[status]}, so it is not evidence: run "
                       f"`readout-export parity {shown}` again")
     if release_id is None or doc.get("release_id") != release_id:

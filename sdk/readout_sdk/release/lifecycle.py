@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from readout_sdk.release.evidence import (KEPT_FILES, PARITY_FILE, RECONCILIATION, WHY_IGNORED, kept_parity,
-                                         kept_status, listed_sha, pending_path, read_kept)
+                                         kept_status, listed_sha, no_parity, pending_path, read_kept)
 
 STATES = ("DRAFT", "RECONCILED", "EVALUATED", "CANDIDATE")
 COMPATIBILITY_FILE = "compatibility.json"
 EVALUATION_FILE = "evaluation.json"
+NO_IDENTITY = "a layered identity: rebuild with this readout-export"
 
 
 @dataclass
@@ -46,6 +47,14 @@ def derive(art: Any) -> Lifecycle:
     return derive_from(art.path, art.record, art.target_files, art.extra)
 
 
+def fresh(record: Mapping[str, Any]) -> Lifecycle:
+    """A fresh build's state: DRAFT, for it holds no evidence yet (what :func:`derive_from` finds in its
+    staging directory, stated without looking)."""
+    if (record.get("identity") or {}).get("release_id") is None:
+        return Lifecycle("DRAFT", [], [NO_IDENTITY])
+    return Lifecycle("DRAFT", [], [no_parity("ARTIFACT")])
+
+
 def derive_from(root: str | Path, record: Mapping[str, Any], files: Mapping[str, str],
                 listing: Mapping[str, Any] | None = None) -> Lifecycle:
     """The state the evidence in directory ``root`` supports for ``record``'s release, whose targets'
@@ -55,7 +64,7 @@ def derive_from(root: str | Path, record: Mapping[str, Any], files: Mapping[str,
     listing = listing or {}
     release_id = (record.get("identity") or {}).get("release_id")
     if release_id is None:
-        return Lifecycle("DRAFT", [], ["a layered identity: rebuild with this readout-export"])
+        return Lifecycle("DRAFT", [], [NO_IDENTITY])
     kept, why = kept_parity(root, release_id, files, listing)
     if kept is None:
         return Lifecycle("DRAFT", [], [why])
