@@ -155,3 +155,25 @@ def test_ahead_lets_one_oversized_entry_through_and_close_stops_it():
     assert next(ahead) == "big"
     ahead.close()
     assert stopped.wait(5)  # the source was closed in its own thread (its clean-up ran)
+
+
+def test_a_pipelined_engine_runs_the_runtime_beside_the_callers_thread(shared):
+    """Pipelined (the CUDA default), even one stream runs on its own thread, so the caller's thread pads the
+    next batch and decodes the last while the runtime runs; serial (the CPU default), in the caller's thread.
+    The answers are the same either way, and closing the engine stops that thread."""
+    path = shared("embedding")[1]
+    callers: dict[str, set[str]] = {}
+    vectors = {}
+    for device in ("cuda", "cpu"):
+        engine, runtime = _standin_engine(path, device)
+        real_run = runtime.run
+        callers[device] = set()
+        runtime.run = lambda names, feed, seen=callers[device], run=real_run: (
+            seen.add(threading.current_thread().name), run(names, feed))[1]
+        vectors[device] = engine.embed(MIXED * 40).vectors
+        engine.close()
+    main = threading.current_thread().name
+    assert callers["cpu"] == {main}
+    assert callers["cuda"] and main not in callers["cuda"]
+    np.testing.assert_array_equal(vectors["cuda"], vectors["cpu"])
+    assert not any(t.name in callers["cuda"] for t in threading.enumerate())  # closed with the engine

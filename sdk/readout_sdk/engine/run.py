@@ -21,12 +21,15 @@ from readout_sdk.runners import Runner
 class BatchRunner:
     """Runs :class:`PreparedBatch` feeds through ``runner`` (``streams`` at once) for ``record``'s outputs."""
 
-    def __init__(self, record: dict[str, Any], runner: Runner):
+    def __init__(self, record: dict[str, Any], runner: Runner, overlap: bool = False):
         self.record = record
         self.runner = runner
         self.streams: int = runner.streams
         self.names = [o["name"] for o in record["outputs"]]
-        self._pool = ThreadPoolExecutor(runner.streams) if runner.streams > 1 else None
+        # ``overlap`` (a pipelined engine): even one stream runs on its own thread, so this thread pads the
+        # next batch and decodes the last one while the runtime runs (it releases the GIL, as a GPU call does)
+        threads = runner.streams if runner.streams > 1 or not overlap else 1
+        self._pool = ThreadPoolExecutor(threads) if runner.streams > 1 or overlap else None
 
     def outputs(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One feed's raw named outputs."""

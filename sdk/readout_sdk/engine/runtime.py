@@ -55,7 +55,7 @@ class Runtime:
         # a TensorRT engine accepts batches up to its optimization profile's maximum
         self.largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
         self.preparer = Preparer(self.family, self.context, record, self.max_batch_tokens, self.prefetch)
-        self.runner = BatchRunner(record, runner)
+        self.runner = BatchRunner(record, runner, overlap=bool(self.prefetch))
 
     def size(self, batch_size: int | None) -> int:
         """A call's batch size: given (checked), else the device's, within a TensorRT profile."""
