@@ -18,6 +18,7 @@ from helpers.standin import StandInRuntime
 from readout_sdk import InputRefused
 from readout_sdk.artifact import open_artifact
 from readout_sdk.engine import Engine
+from readout_sdk.engine.prepare import ramped
 from readout_sdk.pipeline import Ahead
 from readout_sdk.profiles import Profile
 
@@ -98,6 +99,27 @@ def test_gpu_batches_are_sized_for_the_gpu_and_prepared_ahead(shared):
     cpu, cpu_runtime = _standin_engine(path, "cpu")
     cpu.embed(texts)
     assert max(s[0] for s in cpu_runtime.shapes) == 32 and len(cpu_runtime.shapes) == 19
+
+
+def test_a_long_pipelined_call_starts_and_ends_on_small_batches(shared):
+    """Pipelined, the runtime waits for the first slice to be tokenized and runs the last slice alone after the
+    tokenizer is done: both are small, every other batch whole, every text run once."""
+    engine, runtime = _standin_engine(shared("embedding")[1], "cuda")
+    texts = [("word " * (1 + i % 37)).strip() + f" {i}" for i in range(1000)]
+    got = engine.embed(texts)
+    rows = [s[0] for s in runtime.shapes]
+    assert len(got) == 1000 and sum(rows) == 1000
+    assert rows[0] <= 32 and rows[-1] <= 32 and max(rows) == 256
+    assert rows.count(256) >= 2
+
+
+def test_ramped_slices_cover_the_order_once():
+    for n, size in [(0, 256), (5, 256), (767, 256), (768, 256), (4097, 256), (100, 8), (50, 3)]:
+        cut = ramped(list(range(n)), size)
+        assert [j for s in cut for j in s] == list(range(n))
+        assert all(0 < len(s) <= size for s in cut)
+        if n >= 3 * size >= 12:
+            assert len(cut[0]) == size // 8 and len(cut[-1]) <= size // 8
 
 
 def test_batches_stay_inside_a_tensorrt_profile(shared):

@@ -83,7 +83,8 @@ class Preparer:
         pad far more (MiniLM, batch 256: 1.48x the real tokens sorted 512 at a time, 1.06x over 4096). So the
         chunk is first ordered by characters (a close proxy for tokens, at no tokenizing cost) and then
         encoded and batched a slice of ``batch_size`` items at a time in that order, each slice re-sorted by
-        tokens."""
+        tokens; the first and last slices are smaller (:func:`ramped`: the runtime starts sooner and has less
+        left to run once the tokenizer is done)."""
         base = 0
         for items_now in chunks(check_items(items, what), CHUNK):
             if not self.prefetch:
@@ -91,8 +92,8 @@ class Preparer:
                 base += len(items_now)
                 continue
             chunk = PreparedItems(len(items_now), role, base)
-            order = sorted(range(len(items_now)), key=lambda j: _characters(items_now[j]))
-            slices = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+            characters = [len(x) if type(x) is str else _characters(x) for x in items_now]
+            slices = ramped(sorted(range(len(items_now)), key=characters.__getitem__), batch_size)
             # a third stage: the tokenizer (native, outside the GIL) checks and encodes the next slice
             # while this thread pads the last one
             encoded = Ahead((self._encode_slice(chunk, items_now, js) for js in slices), 2, name="readout-tokenize")
@@ -141,6 +142,30 @@ class Preparer:
         raises its own error where, against expectation, nothing is refused)."""
         fam = self.family
         fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)], role=role)
+
+
+def ramped(order: list[int], size: int) -> list[list[int]]:
+    """``order`` cut into the slices the pipelined path tokenizes in turn, ``size`` items at most: a small first
+    slice (the runtime starts as soon as it is tokenized, not after a whole batch), then whole ones, and the
+    last (between one and two batches' worth) in halving slices, so what the runtime still runs after the last
+    text is tokenized is one small batch, not a whole one (a pipeline's fill and drain). Input smaller than
+    three batches is cut evenly."""
+    head = max(1, size // 8)
+    if len(order) < 3 * size or size < 4:
+        return [order[k:k + size] for k in range(0, len(order), size)]
+    rest = len(order) - head
+    whole = rest // size - 1
+    sizes = [head] + [size] * whole
+    drain = rest - whole * size  # size .. 2 * size - 1 items
+    while drain > head:
+        sizes.append(-(-drain // 2))
+        drain -= sizes[-1]
+    sizes += [drain] if drain else []
+    out, k = [], 0
+    for n in sizes:
+        out.append(order[k:k + n])
+        k += n
+    return out
 
 
 def _characters(item: Any, depth: int = 2) -> int:
