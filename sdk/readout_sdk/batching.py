@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, groupby
 from typing import Any, Sequence
 
 import numpy as np
@@ -131,10 +131,16 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int) -> list[list[int]]:
+def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int,
+                 call_tokens: int = 0) -> list[list[int]]:
     """Length-sorted batches (longest first) of at most ``batch_size`` items and ``max_tokens`` padded
-    tokens each (a single item longer than the budget still runs, alone). Parts with different numbers
-    of encodings (multiple-choice questions with different numbers of choices) never share a batch."""
+    tokens each (a single item longer than the budget still runs alone). Parts with different numbers
+    of encodings (multiple-choice questions with different numbers of choices) never share a batch.
+
+    ``call_tokens`` 0: each batch is filled to the limits in length order. Otherwise the cuts in length order
+    are the ones that cost least, counting each batch's padded tokens plus ``call_tokens`` for the call itself
+    (where a runtime pays for padding as for text, as on a CPU, a batch of mixed lengths is cheaper cut where
+    the lengths drop, as long as a cut costs less than the padding it saves)."""
     if batch_size < 1:
         raise BadArgument(f"batch_size must be at least 1, got {batch_size}")
     rows = [len(p.encodings) * max(map(len, p.encodings)) for p in prepared]
@@ -142,6 +148,11 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int)
     order = sorted(range(len(prepared)), key=lambda i: (k[i], -rows[i]))
     out: list[list[int]] = []
     current: list[int] = []
+    if call_tokens:
+        for _, run in groupby(order, key=k.__getitem__):  # one number of encodings at a time
+            run = list(run)
+            out += [run[a:b] for a, b in cheapest_cuts([rows[i] for i in run], batch_size, max_tokens, call_tokens)]
+        return out
     for i in order:
         if current and (len(current) == batch_size or (len(current) + 1) * rows[current[0]] > max_tokens
                         or k[i] != k[current[0]]):
@@ -151,6 +162,31 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int)
     if current:
         out.append(current)
     return out
+
+
+def cheapest_cuts(widths: Sequence[int], batch_size: int, max_tokens: int, call_tokens: int) -> list[tuple[int, int]]:
+    """``widths`` (widest first) cut into runs ``[a, b)`` of at most ``batch_size`` items and ``max_tokens``
+    padded tokens (a run of one always fits) at the least total of padded tokens (items x the run's first
+    width) plus ``call_tokens`` per run: exact, by dynamic programming over where the last run starts."""
+    n = len(widths)
+    best = [0] + [0] * n  # best[j]: the least cost of the first j widths
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):
+        cost = None
+        for i in range(j - 1, max(0, j - batch_size) - 1, -1):  # the last run is widths[i:j]
+            padded = (j - i) * widths[i]
+            if j - i > 1 and padded > max_tokens:
+                break  # an earlier start is wider and longer still
+            total = best[i] + padded + call_tokens
+            if cost is None or total < cost:
+                cost, start[j] = total, i
+        best[j] = cost  # type: ignore[assignment]
+    cuts: list[tuple[int, int]] = []
+    j = n
+    while j:
+        cuts.append((start[j], j))
+        j = start[j]
+    return cuts[::-1]
 
 
 def regroup(flat: list[Any], groups: list[list[Prepared]]) -> list[list[Any]]:

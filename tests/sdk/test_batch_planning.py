@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from tokenizers import Tokenizer
 
-from readout_sdk.batching import Prepared, make_feed, pad, plan_batches, regroup, split_rows
+from readout_sdk.batching import Prepared, cheapest_cuts, make_feed, pad, plan_batches, regroup, split_rows
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -54,6 +54,66 @@ def test_plan_batches_follows_its_rules(tok, items, batch_size, max_tokens):
         assert (len(b) == batch_size or (len(b) + 1) * rows[b[0]] > max_tokens
                 or len(prepared[i].encodings) != len(prepared[b[0]].encodings)), (b, nxt)
     assert len(flat) == len(set(flat))
+
+
+def _cheapest_by_brute_force(widths, batch_size, max_tokens, call_tokens):
+    """The least cost over every way to cut ``widths`` (widest first) into runs: each run's items x its first
+    width, plus call_tokens per run; runs of more than one item within batch_size and max_tokens."""
+    n = len(widths)
+    best = None
+    for mask in range(1 << max(0, n - 1)):  # bit b set: a cut after item b
+        cuts = [0] + [b + 1 for b in range(n - 1) if mask >> b & 1] + [n]
+        runs = list(zip(cuts, cuts[1:]))
+        if any(b - a > batch_size or (b - a > 1 and (b - a) * widths[a] > max_tokens) for a, b in runs):
+            continue
+        cost = sum((b - a) * widths[a] + call_tokens for a, b in runs)
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(widths=st.lists(st.integers(1, 60), min_size=1, max_size=11), batch_size=st.integers(1, 8),
+       max_tokens=st.integers(1, 300), call_tokens=st.integers(1, 40))
+def test_cheapest_cuts_cost_what_the_best_cut_costs(widths, batch_size, max_tokens, call_tokens):
+    widths = sorted(widths, reverse=True)
+    cuts = cheapest_cuts(widths, batch_size, max_tokens, call_tokens)
+    assert [a for a, _ in cuts] == [0] + [b for _, b in cuts[:-1]] and cuts[-1][1] == len(widths)
+    for a, b in cuts:
+        assert 1 <= b - a <= batch_size and (b - a == 1 or (b - a) * widths[a] <= max_tokens)
+    assert sum((b - a) * widths[a] + call_tokens for a, b in cuts) == \
+        _cheapest_by_brute_force(widths, batch_size, max_tokens, call_tokens)
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=items, batch_size=st.integers(1, 8), max_tokens=st.integers(1, 400), call_tokens=st.integers(1, 40))
+def test_plan_batches_priced_per_call_keeps_the_rules_and_pads_no_more(tok, items, batch_size, max_tokens,
+                                                                       call_tokens):
+    """With a price per call: each item once, the limits, one number of encodings and longest first per batch,
+    and never more padded tokens plus calls than filling each batch in length order."""
+    cache: dict[int, object] = {}
+    prepared = [Prepared(tuple(cache.setdefault(w, _encode(tok, w)) for _ in range(k)), False) for k, w in items]
+    rows = [len(p.encodings) * max(len(e) for e in p.encodings) for p in prepared]
+    plan = plan_batches(prepared, batch_size, max_tokens, call_tokens)
+    assert sorted(i for b in plan for i in b) == list(range(len(prepared)))
+    for b in plan:
+        assert 1 <= len(b) <= batch_size
+        assert len({len(prepared[i].encodings) for i in b}) == 1
+        assert len(b) == 1 or len(b) * max(rows[i] for i in b) <= max_tokens
+        assert [rows[i] for i in b] == sorted((rows[i] for i in b), reverse=True)
+
+    def cost(p):
+        return sum(len(b) * max(rows[i] for i in b) + call_tokens for b in p)
+
+    assert cost(plan) <= cost(plan_batches(prepared, batch_size, max_tokens))
+
+
+def test_a_cpu_call_of_mixed_lengths_is_cut_where_the_lengths_drop(tok):
+    """Sixteen long and sixteen short texts, batch 32: filled in order they run as one batch padded to the
+    long ones (32 x 42 tokens); priced at 16 tokens a call they run as two (16 x 42 + 16 x 4 + 2 x 16)."""
+    prepared = [Prepared((_encode(tok, 40 if i % 2 else 2),), False) for i in range(32)]
+    assert [len(b) for b in plan_batches(prepared, 32, 2048)] == [32]
+    plan = plan_batches(prepared, 32, 2048, call_tokens=16)
+    assert [sorted(i % 2 for i in b) for b in plan] == [[1] * 16, [0] * 16]
 
 
 def test_plan_batches_refuses_a_batch_size_below_one(tok):

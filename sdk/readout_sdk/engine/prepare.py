@@ -29,15 +29,17 @@ CHUNK = 4096  # most items tokenized at a time by stream(): memory stays bounded
 
 class Preparer:
     """Prepares items for one loaded artifact: its family (checks, encoding), its runtime context
-    (tokenizer, windows, roles), its record (the feed layout) and the batch token budget."""
+    (tokenizer, windows, roles), its record (the feed layout), the batch token budget and what a runtime call
+    costs in padded tokens (``call_tokens``, the device's: where batches are cut, `plan_batches`)."""
 
     def __init__(self, family: Family, context: Context, record: dict[str, Any], max_batch_tokens: int,
-                 prefetch: int):
+                 prefetch: int, call_tokens: int = 0):
         self.family = family
         self.context = context
         self.record = record
         self.max_batch_tokens = max_batch_tokens
         self.prefetch = prefetch
+        self.call_tokens = call_tokens
 
     def prepare(self, items: Iterable[Any], role: Role | None = None, what: str = "items",
                 start: int = 0, truncation_side: str | None = None) -> PreparedItems:
@@ -112,7 +114,7 @@ class Preparer:
             chunk.place(js, groups)
             rows = [(j, p) for j in js for p in range(len(chunk.parts[j]))]
             parts = [chunk.parts[j][p] for j, p in rows]
-            planned = plan_batches(parts, batch_size, self.max_batch_tokens)
+            planned = plan_batches(parts, batch_size, self.max_batch_tokens, self.call_tokens)
             for k, idx in enumerate(planned):
                 feed = feed_for(self.record, [parts[i] for i in idx])
                 skip = np.int64(role.prompt_tokens if role is not None else 0)

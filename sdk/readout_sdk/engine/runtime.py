@@ -20,6 +20,7 @@ from readout_sdk.pipeline import Ahead
 from readout_sdk.roles import Role
 from readout_sdk.runners import Runner
 from readout_sdk.targets.devices import DEVICES as DEVICE_DEFAULTS
+from readout_sdk.targets.devices import Device
 
 
 def check_prefetch(value: Any) -> int | None:
@@ -29,11 +30,15 @@ def check_prefetch(value: Any) -> int | None:
     return value
 
 
+def feeding(runner: Runner) -> Device:
+    """How the runner's device is fed by default (`readout_sdk.targets.devices`); a runner elsewhere (Triton's
+    BLS runner: the server batches) is fed as on the CPU."""
+    return DEVICE_DEFAULTS.get(runner.device) or DEVICE_DEFAULTS["cpu"]
+
+
 def defaults(runner: Runner, max_batch_tokens: int | None, prefetch: int | None) -> tuple[int, int, int]:
-    """(max_batch_tokens, batch_size, prefetch): the given ones, else the runner's device's
-    (`readout_sdk.targets.devices`); a runner elsewhere (Triton's BLS runner: the server batches) is fed as
-    on the CPU."""
-    feeds = DEVICE_DEFAULTS.get(runner.device) or DEVICE_DEFAULTS["cpu"]
+    """(max_batch_tokens, batch_size, prefetch): the given ones, else the runner's device's (:func:`feeding`)."""
+    feeds = feeding(runner)
     return (max_batch_tokens or feeds.max_batch_tokens, feeds.batch_size,
             feeds.prefetch if check_prefetch(prefetch) is None else prefetch)
 
@@ -54,7 +59,8 @@ class Runtime:
         self.max_batch_tokens, self.batch_size, self.prefetch = defaults(runner, max_batch_tokens, prefetch)
         # a TensorRT engine accepts batches up to its optimization profile's maximum
         self.largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
-        self.preparer = Preparer(self.family, self.context, record, self.max_batch_tokens, self.prefetch)
+        self.preparer = Preparer(self.family, self.context, record, self.max_batch_tokens, self.prefetch,
+                                 feeding(runner).call_tokens)
         self.runner = BatchRunner(record, runner, overlap=bool(self.prefetch))
 
     def size(self, batch_size: int | None) -> int:

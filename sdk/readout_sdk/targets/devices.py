@@ -17,12 +17,18 @@ class Device:
     max_batch_tokens: int  # padded tokens per batch (batch items x the batch's longest item)
     prefetch: int          # items prepared (tokenized, padded) ahead of the runtime; 0: prepared when needed
     why: str
+    # what one more runtime call costs, in padded tokens: batches are planned to the fewest padded tokens plus
+    # this much per call (`readout_sdk.batching.plan_batches`); 0: batches filled to the budget, in length order
+    call_tokens: int = 0
 
 
 DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("cpu", 32, 2048, 0,
            "batch 32 and 2048 padded tokens were best or near it on 2-core x86 (docs/sdk.md); the runtime's "
-           "threads use every core, so preparing the next batch beside it only competes for them"),
+           "threads use every core, so preparing the next batch beside it only competes for them; a CPU runs "
+           "padding as dearly as text and a call costs about 16 tokens more (1.0-1.4 ms against 0.09-0.11 ms a "
+           "token, MiniLM on 2-core x86, 2026-12-07), so a call's texts are cut where padding costs more",
+           call_tokens=16),
     Device("cuda", 256, 65536, 2048,
            "a GPU needs large batches to fill (batch 256, 65,536 tokens: 1.8x the CPU defaults' throughput "
            "on an H200, issue 32) and idles while the CPU tokenizes unless batches are prepared ahead"),
