@@ -167,25 +167,26 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int,
 def cheapest_cuts(widths: Sequence[int], batch_size: int, max_tokens: int, call_tokens: int) -> list[tuple[int, int]]:
     """``widths`` (widest first) cut into runs ``[a, b)`` of at most ``batch_size`` items and ``max_tokens``
     padded tokens (a run of one always fits) at the least total of padded tokens (items x the run's first
-    width) plus ``call_tokens`` per run: exact, by dynamic programming over where the last run starts."""
-    n = len(widths)
-    best = [0] + [0] * n  # best[j]: the least cost of the first j widths
-    start = [0] * (n + 1)
+    width) plus ``call_tokens`` per run: exact, by dynamic programming over where the last run starts (on a
+    tie, the shorter last run: equal widths fill whole batches first, as filling in order does)."""
+    w = np.asarray(widths, np.int64)
+    n = len(w)
+    best = np.zeros(n + 1, np.float64)  # best[j]: the least cost of the first j widths
+    start = np.zeros(n + 1, np.int64)
     for j in range(1, n + 1):
-        cost = None
-        for i in range(j - 1, max(0, j - batch_size) - 1, -1):  # the last run is widths[i:j]
-            padded = (j - i) * widths[i]
-            if j - i > 1 and padded > max_tokens:
-                break  # an earlier start is wider and longer still
-            total = best[i] + padded + call_tokens
-            if cost is None or total < cost:
-                cost, start[j] = total, i
-        best[j] = cost  # type: ignore[assignment]
+        lo = max(0, j - batch_size)
+        items = j - np.arange(lo, j)  # the last run's items, for each start lo..j-1
+        padded = items * w[lo:j]
+        total = best[lo:j] + padded + call_tokens
+        total[(padded > max_tokens) & (items > 1)] = np.inf
+        back = int(np.argmin(total[::-1]))  # the latest start among the cheapest
+        start[j] = j - 1 - back
+        best[j] = total[len(total) - 1 - back]
     cuts: list[tuple[int, int]] = []
     j = n
     while j:
-        cuts.append((start[j], j))
-        j = start[j]
+        cuts.append((int(start[j]), j))
+        j = int(start[j])
     return cuts[::-1]
 
 

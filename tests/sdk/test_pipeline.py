@@ -120,6 +120,21 @@ def test_ramped_slices_cover_the_order_once():
         assert all(0 < len(s) <= size for s in cut)
         if n >= 3 * size >= 12:
             assert len(cut[0]) == size // 8 and len(cut[-1]) <= size // 8
+    # a chunk in the middle of a call is cut evenly; the first has only the small head, the last only the drain
+    assert [len(s) for s in ramped(list(range(4096)), 256, False, False)] == [256] * 16
+    assert [len(s) for s in ramped(list(range(4096)), 256, True, False)] == [32] + [256] * 15 + [224]
+    assert [len(s) for s in ramped(list(range(4096)), 256, False, True)] == [256] * 15 + [128, 64, 32, 32]
+
+
+def test_a_cpu_call_of_mixed_lengths_runs_as_batches_of_like_length(shared):
+    """On the CPU a call's texts are cut where their lengths drop: sixteen long and sixteen short texts run as
+    two batches (one padded to the long texts, one to the short), not one padded to the long."""
+    engine, runtime = _standin_engine(shared("embedding")[1], "cpu")
+    texts = [("word " * (40 if i % 2 else 2)).strip() for i in range(32)]
+    engine.embed(texts)
+    short, long = (len(engine.tokenizer.encode(texts[i]).ids) for i in (0, 1))
+    assert long - short > 8  # the padding a second batch saves is far more than a call costs
+    assert sorted(runtime.shapes) == [(16, short), (16, long)]
 
 
 def test_batches_stay_inside_a_tensorrt_profile(shared):

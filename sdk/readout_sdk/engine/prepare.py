@@ -78,24 +78,28 @@ class Preparer:
         yield from self._batched(prepared, [list(range(len(prepared)))], [prepared.parts], batch_size, None)
 
     def stream(self, items: Iterable[Any], batch_size: int, what: str = "items",
-               role: Role | None = None) -> Iterator[PreparedBatch]:
+               role: Role | None = None, ramp: bool = True) -> Iterator[PreparedBatch]:
         """Batches of ``items``, a chunk at a time (each batch's ``prepared`` is its chunk, filled as its
         slices are encoded). Serial, a chunk is encoded in one call and sorted by token count. Pipelined, the
         runtime should not wait for a whole chunk to be tokenized, yet sorting only within small slices would
         pad far more (MiniLM, batch 256: 1.48x the real tokens sorted 512 at a time, 1.06x over 4096). So the
         chunk is first ordered by characters (a close proxy for tokens, at no tokenizing cost) and then
         encoded and batched a slice of ``batch_size`` items at a time in that order, each slice re-sorted by
-        tokens; the first and last slices are smaller (:func:`ramped`: the runtime starts sooner and has less
-        left to run once the tokenizer is done)."""
+        tokens; with ``ramp`` the call's first and last slices are smaller (:func:`ramped`: the runtime starts
+        sooner and has less left to run once the tokenizer is done)."""
         base = 0
+        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         for items_now in chunks(check_items(items, what), CHUNK):
+            # the call's last chunk, where known without reading ahead (a full chunk of an iterator may not be)
+            first, last = base == 0, len(items_now) < CHUNK or total == base + len(items_now)
             if not self.prefetch:
                 yield from self.batches(self.prepare(items_now, role, what, base), batch_size)
                 base += len(items_now)
                 continue
             chunk = PreparedItems(len(items_now), role, base)
             characters = [len(x) if type(x) is str else _characters(x) for x in items_now]
-            slices = ramped(sorted(range(len(items_now)), key=characters.__getitem__), batch_size)
+            order = sorted(range(len(items_now)), key=characters.__getitem__)
+            slices = ramped(order, batch_size, first and ramp, last and ramp)
             # a third stage: the tokenizer (native, outside the GIL) checks and encodes the next slice
             # while this thread pads the last one
             encoded = Ahead((self._encode_slice(chunk, items_now, js) for js in slices), 2, name="readout-tokenize")
@@ -146,20 +150,21 @@ class Preparer:
         fam.encode(self.context, base, [fam.check_item(base + j, item) for j, item in enumerate(items)], role=role)
 
 
-def ramped(order: list[int], size: int) -> list[list[int]]:
-    """``order`` cut into the slices the pipelined path tokenizes in turn, ``size`` items at most: a small first
-    slice (the runtime starts as soon as it is tokenized, not after a whole batch), then whole ones, and the
-    last (between one and two batches' worth) in halving slices, so what the runtime still runs after the last
-    text is tokenized is one small batch, not a whole one (a pipeline's fill and drain). Input smaller than
-    three batches is cut evenly."""
+def ramped(order: list[int], size: int, first: bool = True, last: bool = True) -> list[list[int]]:
+    """``order`` cut into the slices the pipelined path tokenizes in turn, ``size`` items at most. ``first``
+    (the call's first chunk): a small first slice, so the runtime starts as soon as it is tokenized, not after a
+    whole batch. ``last`` (its last chunk): the last one to two batches' worth in halving slices, so what the
+    runtime still runs after the last text is tokenized is one small batch (a pipeline's fill and drain).
+    Between them, whole slices; input smaller than three batches is cut evenly."""
     head = max(1, size // 8)
     if len(order) < 3 * size or size < 4:
         return [order[k:k + size] for k in range(0, len(order), size)]
-    rest = len(order) - head
-    whole = rest // size - 1
-    sizes = [head] + [size] * whole
-    drain = rest - whole * size  # size .. 2 * size - 1 items
-    while drain > head:
+    sizes = [head] if first else []
+    rest = len(order) - sum(sizes)
+    whole = rest // size - (1 if last else 0)
+    sizes += [size] * whole
+    drain = rest - whole * size  # last: size .. 2 * size - 1 items; otherwise what is left of a batch
+    while last and drain > head:
         sizes.append(-(-drain // 2))
         drain -= sizes[-1]
     sizes += [drain] if drain else []

@@ -20,7 +20,6 @@ from readout_sdk.pipeline import Ahead
 from readout_sdk.roles import Role
 from readout_sdk.runners import Runner
 from readout_sdk.targets.devices import DEVICES as DEVICE_DEFAULTS
-from readout_sdk.targets.devices import Device
 
 
 def check_prefetch(value: Any) -> int | None:
@@ -30,15 +29,11 @@ def check_prefetch(value: Any) -> int | None:
     return value
 
 
-def feeding(runner: Runner) -> Device:
-    """How the runner's device is fed by default (`readout_sdk.targets.devices`); a runner elsewhere (Triton's
-    BLS runner: the server batches) is fed as on the CPU."""
-    return DEVICE_DEFAULTS.get(runner.device) or DEVICE_DEFAULTS["cpu"]
-
-
 def defaults(runner: Runner, max_batch_tokens: int | None, prefetch: int | None) -> tuple[int, int, int]:
-    """(max_batch_tokens, batch_size, prefetch): the given ones, else the runner's device's (:func:`feeding`)."""
-    feeds = feeding(runner)
+    """(max_batch_tokens, batch_size, prefetch): the given ones, else the runner's device's
+    (`readout_sdk.targets.devices`); a runner elsewhere (Triton's BLS runner: the server batches) is fed as
+    on the CPU."""
+    feeds = DEVICE_DEFAULTS.get(runner.device) or DEVICE_DEFAULTS["cpu"]
     return (max_batch_tokens or feeds.max_batch_tokens, feeds.batch_size,
             feeds.prefetch if check_prefetch(prefetch) is None else prefetch)
 
@@ -59,8 +54,11 @@ class Runtime:
         self.max_batch_tokens, self.batch_size, self.prefetch = defaults(runner, max_batch_tokens, prefetch)
         # a TensorRT engine accepts batches up to its optimization profile's maximum
         self.largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
+        # a TensorRT engine whose profile takes no batch under its minimum is fed whole batches only
+        self.ramp = getattr(getattr(runner, "profile", None), "batch", (1, 0, 0))[0] <= 1
+        # the price of a call is the device's own (a runner elsewhere, Triton's BLS, is not priced: 0)
         self.preparer = Preparer(self.family, self.context, record, self.max_batch_tokens, self.prefetch,
-                                 feeding(runner).call_tokens)
+                                 DEVICE_DEFAULTS[runner.device].call_tokens if runner.device in DEVICE_DEFAULTS else 0)
         self.runner = BatchRunner(record, runner, overlap=bool(self.prefetch))
 
     def size(self, batch_size: int | None) -> int:
@@ -78,7 +76,7 @@ class Runtime:
         if isinstance(items, PreparedItems):
             batches: Iterator[PreparedBatch] = self.preparer.batches(items.fresh(), size)
         else:
-            batches = self.preparer.stream(items, size, what, role)
+            batches = self.preparer.stream(items, size, what, role, ramp=self.ramp)
         ahead = Ahead(batches, self.prefetch, cost=lambda b: len(b.rows)) if self.prefetch else None
 
         def landed(batch: PreparedBatch) -> Iterator[PreparedItems]:

@@ -26,8 +26,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("cpu", 32, 2048, 0,
            "batch 32 and 2048 padded tokens were best or near it on 2-core x86 (docs/sdk.md); the runtime's "
            "threads use every core, so preparing the next batch beside it only competes for them; a CPU runs "
-           "padding as dearly as text and a call costs about 16 tokens more (1.0-1.4 ms against 0.09-0.11 ms a "
-           "token, MiniLM on 2-core x86, 2026-12-07), so a call's texts are cut where padding costs more",
+           "padding as dearly as text, and a call costs what 9 to 16 tokens do (1.0-1.4 ms against 0.09-0.11 "
+           "ms a token, MiniLM on 2-core x86, 2026-12-07; 16 at typical lengths), so a call's texts are cut "
+           "where padding costs more",
            call_tokens=16),
     Device("cuda", 256, 65536, 2048,
            "a GPU needs large batches to fill (batch 256, 65,536 tokens: 1.8x the CPU defaults' throughput "
