@@ -32,6 +32,17 @@ def _encode(tok: Tokenizer, words: int):
 items = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 40)), min_size=1, max_size=25)
 
 
+def _keeps_the_rules(prepared, rows, plan, batch_size, max_tokens):
+    """Each item exactly once; at most batch_size items; the padded size (items x encodings x longest) within
+    max_tokens unless an item is alone; one number of encodings per batch; longest first."""
+    assert sorted(i for b in plan for i in b) == list(range(len(prepared)))
+    for b in plan:
+        assert 1 <= len(b) <= batch_size
+        assert len({len(prepared[i].encodings) for i in b}) == 1
+        assert len(b) == 1 or len(b) * max(rows[i] for i in b) <= max_tokens
+        assert [rows[i] for i in b] == sorted((rows[i] for i in b), reverse=True)
+
+
 @settings(max_examples=150, deadline=None)
 @given(items=items, batch_size=st.integers(1, 8), max_tokens=st.integers(1, 400))
 def test_plan_batches_follows_its_rules(tok, items, batch_size, max_tokens):
@@ -41,12 +52,7 @@ def test_plan_batches_follows_its_rules(tok, items, batch_size, max_tokens):
     prepared = [Prepared(tuple(cache.setdefault(w, _encode(tok, w)) for _ in range(k)), False) for k, w in items]
     rows = [len(p.encodings) * max(len(e) for e in p.encodings) for p in prepared]
     plan = plan_batches(prepared, batch_size, max_tokens)
-    assert sorted(i for b in plan for i in b) == list(range(len(prepared)))
-    for b in plan:
-        assert 1 <= len(b) <= batch_size
-        assert len({len(prepared[i].encodings) for i in b}) == 1
-        assert len(b) == 1 or len(b) * max(rows[i] for i in b) <= max_tokens
-        assert [rows[i] for i in b] == sorted((rows[i] for i in b), reverse=True)
+    _keeps_the_rules(prepared, rows, plan, batch_size, max_tokens)
     # greedy: a batch was closed only because the next item would break a rule
     flat = [i for b in plan for i in b]
     for b, nxt in zip(plan, plan[1:]):
@@ -94,12 +100,7 @@ def test_plan_batches_priced_per_call_keeps_the_rules_and_pads_no_more(tok, item
     prepared = [Prepared(tuple(cache.setdefault(w, _encode(tok, w)) for _ in range(k)), False) for k, w in items]
     rows = [len(p.encodings) * max(len(e) for e in p.encodings) for p in prepared]
     plan = plan_batches(prepared, batch_size, max_tokens, call_tokens)
-    assert sorted(i for b in plan for i in b) == list(range(len(prepared)))
-    for b in plan:
-        assert 1 <= len(b) <= batch_size
-        assert len({len(prepared[i].encodings) for i in b}) == 1
-        assert len(b) == 1 or len(b) * max(rows[i] for i in b) <= max_tokens
-        assert [rows[i] for i in b] == sorted((rows[i] for i in b), reverse=True)
+    _keeps_the_rules(prepared, rows, plan, batch_size, max_tokens)
 
     def cost(p):
         return sum(len(b) * max(rows[i] for i in b) + call_tokens for b in p)
