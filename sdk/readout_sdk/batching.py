@@ -147,12 +147,12 @@ def plan_batches(prepared: Sequence[Prepared], batch_size: int, max_tokens: int,
     k = [len(p.encodings) for p in prepared]
     order = sorted(range(len(prepared)), key=lambda i: (k[i], -rows[i]))
     out: list[list[int]] = []
-    current: list[int] = []
     if call_tokens:
         for _, run in groupby(order, key=k.__getitem__):  # one number of encodings at a time
             run = list(run)
             out += [run[a:b] for a, b in cheapest_cuts([rows[i] for i in run], batch_size, max_tokens, call_tokens)]
         return out
+    current: list[int] = []
     for i in order:
         if current and (len(current) == batch_size or (len(current) + 1) * rows[current[0]] > max_tokens
                         or k[i] != k[current[0]]):

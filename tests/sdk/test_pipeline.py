@@ -137,6 +137,14 @@ def test_a_cpu_call_of_mixed_lengths_runs_as_batches_of_like_length(shared):
     assert sorted(runtime.shapes) == [(16, short), (16, long)]
 
 
+def test_a_profile_with_a_minimum_batch_gets_no_small_slices(shared):
+    """A TensorRT profile that takes no batch under 64 rows: a long pipelined call is cut evenly (no 32-item
+    first slice, no halving last ones), so every batch it runs is inside the profile."""
+    engine, runtime = _standin_engine(shared("embedding")[1], "cuda", profile=Profile((64, 128, 256), (1, 64, 256)))
+    engine.embed([f"text {chr(97 + i % 26)}" for i in range(1000)])
+    assert min(s[0] for s in runtime.shapes) >= 64 and sum(s[0] for s in runtime.shapes) == 1000
+
+
 def test_batches_stay_inside_a_tensorrt_profile(shared):
     engine, runtime = _standin_engine(shared("embedding")[1], "cuda", profile=Profile((1, 8, 16), (1, 64, 256)))
     engine.embed([f"text {i}" for i in range(100)])

@@ -38,6 +38,14 @@ def defaults(runner: Runner, max_batch_tokens: int | None, prefetch: int | None)
             feeds.prefetch if check_prefetch(prefetch) is None else prefetch)
 
 
+def call_price(runner: Runner) -> int:
+    """What one more call of ``runner`` costs in padded tokens (where `batching.plan_batches` cuts a call): its
+    device's, measured. A runner elsewhere (Triton's BLS runner, whose model may sit on a GPU behind a round
+    trip) is fed as on the CPU but not priced: 0, its batches filled to the budget."""
+    known = DEVICE_DEFAULTS.get(runner.device)
+    return known.call_tokens if known is not None else 0
+
+
 class Runtime:
     """One readout's runtime: its family, tokenizer context and steps (:class:`Preparer`,
     :class:`BatchRunner`, the family's decoder) over a runner."""
@@ -52,13 +60,12 @@ class Runtime:
         self.context = lead.context if lead else \
             Context(record, artifact.tokenizer_bytes or artifact.path / record["input"]["tokenizer_file"])
         self.max_batch_tokens, self.batch_size, self.prefetch = defaults(runner, max_batch_tokens, prefetch)
-        # a TensorRT engine accepts batches up to its optimization profile's maximum
-        self.largest = getattr(getattr(runner, "profile", None), "batch", (0, 0, 1 << 62))[2]
-        # a TensorRT engine whose profile takes no batch under its minimum is fed whole batches only
-        self.ramp = getattr(getattr(runner, "profile", None), "batch", (1, 0, 0))[0] <= 1
-        # the price of a call is the device's own (a runner elsewhere, Triton's BLS, is not priced: 0)
+        # a TensorRT engine accepts batches within its optimization profile: up to its maximum, and a profile
+        # with a minimum over 1 is fed whole batches only (no small first and last slices)
+        least, _, self.largest = getattr(getattr(runner, "profile", None), "batch", (1, 0, 1 << 62))
+        self.ramp = least <= 1
         self.preparer = Preparer(self.family, self.context, record, self.max_batch_tokens, self.prefetch,
-                                 DEVICE_DEFAULTS[runner.device].call_tokens if runner.device in DEVICE_DEFAULTS else 0)
+                                 call_price(runner))
         self.runner = BatchRunner(record, runner, overlap=bool(self.prefetch))
 
     def size(self, batch_size: int | None) -> int:

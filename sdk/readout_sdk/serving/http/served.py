@@ -198,8 +198,9 @@ def engine_sized(batching: Batching, engine: Any) -> Batching:
     ``max_batch_tokens``: 32 inputs and 2,048 tokens on a CPU, 256 and 65,536 on a GPU). The engine would
     cut a larger call into such batches anyway, and the whole call answers only when its last one ran: a
     batch no larger than one graph run is what lets a small request wait for one run, not several. (On a CPU
-    the engine may cut it further where its lengths drop, `batching.plan_batches`: a scheduled batch is then
-    two or three runs of like length, together no dearer than one padded run.)"""
+    the engine may cut it further where its lengths drop, `batching.plan_batches`: a scheduled batch of the
+    benchmark corpus then runs as 1 to 7 runs of like length, 3 or 4 most often, together no dearer than one
+    padded run.)"""
     return replace(batching, max_batch_items=min(batching.max_batch_items, engine.batch_size),
                    max_batch_tokens=min(batching.max_batch_tokens, engine.max_batch_tokens))
 
